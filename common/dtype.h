@@ -1,0 +1,60 @@
+// Element types the engine stores in tensors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace oasr {
+
+enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
+
+// Bytes per element.
+constexpr size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+    case DType::kInt64:
+      return 8;
+    case DType::kUInt8:
+      return 1;
+  }
+  return 0;
+}
+
+constexpr const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
+  }
+  return "unknown";
+}
+
+// The DType of a C++ element type, for typed accessors (16-bit floats are
+// accessed as uint16_t storage and have no mapping here).
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() { return DType::kFloat32; }
+template <>
+constexpr DType DTypeOf<int32_t>() { return DType::kInt32; }
+template <>
+constexpr DType DTypeOf<int64_t>() { return DType::kInt64; }
+template <>
+constexpr DType DTypeOf<uint8_t>() { return DType::kUInt8; }
+
+}  // namespace oasr
