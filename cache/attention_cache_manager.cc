@@ -1,0 +1,383 @@
+#include "cache/attention_cache_manager.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cache/device_copy.h"
+#include "common/check.h"
+#include "common/status.h"
+
+namespace oasr::cache {
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AttentionCacheManager>> AttentionCacheManager::Create(
+    BlockPool* pool, int pad_lanes) {
+  OASR_CHECK(pool != nullptr);
+  if (pad_lanes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AttentionCacheManager: pad_lanes = ", pad_lanes, ": must be >= 0"));
+  }
+  if (pad_lanes > 0 && pool->num_scratch_blocks() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager: pad_lanes = ", pad_lanes,
+        " needs a scratch block for the padding rows; build the BlockPool with scratch_blocks >= 1"));
+  }
+  const CacheConfig& config = pool->config();
+  const int rows = config.max_batch_size + pad_lanes;
+  const int cohort_capacity = static_cast<int>(std::bit_ceil(static_cast<unsigned>(rows)));
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<BlockTableMirror> mirror,
+                        BlockTableMirror::Create(rows, config.max_blocks_per_seq, cohort_capacity,
+                                                 config.device));
+  return std::unique_ptr<AttentionCacheManager>(
+      new AttentionCacheManager(pool, pad_lanes, std::move(mirror)));
+}
+
+AttentionCacheManager::AttentionCacheManager(BlockPool* pool, int pad_lanes,
+                                             std::unique_ptr<BlockTableMirror> mirror)
+    : config_(pool->config()),
+      pool_(pool),
+      pad_lanes_(pad_lanes),
+      mirror_(std::move(mirror)),
+      slots_(config_.max_batch_size) {
+  slot_of_.reserve(config_.max_batch_size);
+  plan_slots_.resize(mirror_->cohort_capacity());
+  plan_new_blocks_.resize(mirror_->cohort_capacity());
+  plan_block_ids_.resize(
+      std::max<int64_t>(mirror_->cohort_capacity(), std::max<int64_t>(0, config_.max_logical_blocks())));
+  seen_epoch_.assign(config_.max_batch_size, 0);
+  // The padding lanes read and write only the scratch block, at the length
+  // every stream starts with.
+  const int32_t start_frames =
+      config_.prefill_kv_window ? static_cast<int32_t>(config_.retained_frames()) : 0;
+  for (int i = 0; i < pad_lanes_; ++i) {
+    int32_t* row = mirror_->MutableRow(pad_lane_slot(i));
+    std::fill(row, row + mirror_->width(), pool_->scratch_block(0));
+    mirror_->SetSeqlen(pad_lane_slot(i), start_frames);
+  }
+}
+
+absl::StatusOr<int> AttentionCacheManager::Find(int64_t stream_id) const {
+  const auto it = slot_of_.find(stream_id);
+  if (it == slot_of_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("AttentionCacheManager: stream ", stream_id, " is unknown or freed"));
+  }
+  return it->second;
+}
+
+absl::Status AttentionCacheManager::AllocateStream(int64_t stream_id, int slot,
+                                                   GpuStream gpu_stream) {
+  if (slot_of_.contains(stream_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("AttentionCacheManager: stream ", stream_id, " is already allocated"));
+  }
+  if (slot < 0 || slot >= config_.max_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager: slot ", slot, " for stream ", stream_id,
+        slot >= config_.max_batch_size && slot < config_.max_batch_size + pad_lanes_
+            ? " is a padding lane, never bound to a stream"
+            : " is out of range",
+        " (stream slots are [0, ", config_.max_batch_size, "))"));
+  }
+  SlotState& state = slots_[slot];
+  if (state.stream_id != -1) {
+    return absl::FailedPreconditionError(absl::StrCat("AttentionCacheManager: slot ", slot,
+                                                      " already holds stream ", state.stream_id));
+  }
+  int32_t* row = mirror_->MutableRow(slot);
+  int64_t frames = 0;
+  int32_t num_blocks = 0;
+  if (config_.prefill_kv_window) {
+    num_blocks = static_cast<int32_t>(config_.max_logical_blocks());
+    OASR_RETURN_IF_ERROR(pool_->Allocate(std::span<int32_t>(row, num_blocks)));
+    // Zeroed, not just reserved: attention multiplies even zero-weight
+    // columns into P @ V, so stale or non-finite values must not be there.
+    const size_t block_bytes = pool_->k_pool().nbytes() / config_.num_layers /
+                               static_cast<size_t>(pool_->num_physical_blocks());
+    const size_t layer_bytes = pool_->k_pool().nbytes() / config_.num_layers;
+    for (int i = 0; i < num_blocks; ++i) {
+      for (const TensorView& pool_view : {pool_->k_pool(), pool_->v_pool()}) {
+        ZeroRows(static_cast<char*>(pool_view.data()) + row[i] * block_bytes, layer_bytes,
+                 block_bytes, config_.num_layers, config_.device, gpu_stream);
+      }
+    }
+    frames = config_.retained_frames();
+  }
+  state = SlotState{stream_id, num_blocks, frames, false};
+  mirror_->SetSeqlen(slot, static_cast<int32_t>(frames));
+  slot_of_.emplace(stream_id, slot);
+  return absl::OkStatus();
+}
+
+absl::Status AttentionCacheManager::FreeStream(int64_t stream_id) {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  SlotState& state = slots_[slot];
+  int32_t* row = mirror_->MutableRow(slot);
+  const absl::Status freed = pool_->Free(std::span<const int32_t>(row, state.num_blocks));
+  // The manager is the only owner of these ids; a failure is a broken invariant.
+  OASR_CHECK(freed.ok(), std::string(freed.message()));
+  std::fill(row, row + state.num_blocks, 0);
+  mirror_->SetSeqlen(slot, 0);
+  state = SlotState{};
+  slot_of_.erase(stream_id);
+  for (int i = 0; i < mirror_->cohort_size(); ++i) {
+    if (mirror_->CohortSlot(i) == slot) {
+      mirror_->ClearCohort();
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t AttentionCacheManager::NewBlocksFor(int slot, int64_t frames) const {
+  const SlotState& s = slots_[slot];
+  return std::max<int64_t>(0, CeilDiv(s.frames + frames, config_.block_size_frames) - s.num_blocks);
+}
+
+absl::Status AttentionCacheManager::CheckCapacity(int slot, int64_t new_blocks) const {
+  const SlotState& s = slots_[slot];
+  if (s.num_blocks + new_blocks <= config_.blocks_per_stream()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "AttentionCacheManager: stream ", s.stream_id, " is at capacity: ", s.frames,
+      " frames in ", s.num_blocks, " blocks, blocks_per_stream ", config_.blocks_per_stream(),
+      " (max_stream_frames ", config_.max_stream_frames(), ")"));
+}
+
+void AttentionCacheManager::AppendBlock(int slot, int32_t block) {
+  SlotState& s = slots_[slot];
+  OASR_DCHECK(s.num_blocks < mirror_->width());
+  mirror_->MutableRow(slot)[s.num_blocks++] = block;
+}
+
+absl::Status AttentionCacheManager::PrepareChunk(int64_t stream_id) {
+  return PrepareChunksBatched(std::span<const int64_t>(&stream_id, 1));
+}
+
+absl::Status AttentionCacheManager::PrepareChunksBatched(std::span<const int64_t> stream_ids) {
+  const int n = static_cast<int>(stream_ids.size());
+  if (n > mirror_->cohort_capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager: a cohort of ", n,
+                                                   " streams exceeds the cohort capacity ",
+                                                   mirror_->cohort_capacity()));
+  }
+  // Plan: resolve every stream and its new blocks before touching anything.
+  if (++epoch_ == 0) {
+    std::fill(seen_epoch_.begin(), seen_epoch_.end(), 0);
+    epoch_ = 1;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_ids[i]));
+    if (seen_epoch_[slot] == epoch_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AttentionCacheManager: stream ", stream_ids[i], " appears twice in one cohort"));
+    }
+    seen_epoch_[slot] = epoch_;
+    const int64_t blocks = NewBlocksFor(slot, config_.chunk_size);
+    OASR_RETURN_IF_ERROR(CheckCapacity(slot, blocks));
+    plan_slots_[i] = slot;
+    plan_new_blocks_[i] = static_cast<int32_t>(blocks);
+    total += blocks;
+  }
+  // One pool call (one lock) for the whole cohort; all-or-nothing.
+  OASR_RETURN_IF_ERROR(pool_->Allocate(std::span<int32_t>(plan_block_ids_.data(), total)));
+  // Commit.
+  mirror_->ClearCohort();
+  int64_t next = 0;
+  for (int i = 0; i < n; ++i) {
+    const int slot = plan_slots_[i];
+    for (int32_t b = 0; b < plan_new_blocks_[i]; ++b) AppendBlock(slot, plan_block_ids_[next++]);
+    slots_[slot].prepared = true;
+    mirror_->AppendCohort(slot);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AttentionCacheManager::PadCohort(int width) {
+  if (pad_lanes_ == 0) {
+    return absl::FailedPreconditionError(
+        "AttentionCacheManager::PadCohort: built without a padding lane (pad_lanes = 0)");
+  }
+  if (width < mirror_->cohort_size() || width > mirror_->cohort_capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager::PadCohort: width ", width, " outside [cohort size ",
+        mirror_->cohort_size(), ", cohort capacity ", mirror_->cohort_capacity(), "]"));
+  }
+  while (mirror_->cohort_size() < width) mirror_->AppendCohort(pad_lane_slot(0));
+  return absl::OkStatus();
+}
+
+void AttentionCacheManager::Advance(int slot, int64_t frames) {
+  SlotState& s = slots_[slot];
+  s.frames += frames;
+  const int64_t block = config_.block_size_frames;
+  if (config_.eviction_enabled() && s.frames - block >= config_.retained_frames()) {
+    // Drop whole blocks from the front while the rest still covers the window.
+    const int32_t evict =
+        static_cast<int32_t>((s.frames - config_.retained_frames()) / block);
+    int32_t* row = mirror_->MutableRow(slot);
+    const absl::Status freed = pool_->Free(std::span<const int32_t>(row, evict));
+    OASR_CHECK(freed.ok(), std::string(freed.message()));
+    std::memmove(row, row + evict, sizeof(int32_t) * (s.num_blocks - evict));
+    // Blank the vacated columns so a row never names a block it does not own.
+    std::fill(row + s.num_blocks - evict, row + s.num_blocks, 0);
+    s.num_blocks -= evict;
+    s.frames -= int64_t{evict} * block;
+  }
+  mirror_->SetSeqlen(slot, static_cast<int32_t>(s.frames));
+}
+
+absl::Status AttentionCacheManager::CommitChunkPaged(int64_t stream_id, int64_t chunk_frames) {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  if (chunk_frames < 0 || chunk_frames > config_.chunk_size) {
+    return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager::CommitChunkPaged: ",
+                                                   chunk_frames, " frames for stream ", stream_id,
+                                                   " outside [0, chunk_size ", config_.chunk_size,
+                                                   "]"));
+  }
+  const SlotState& s = slots_[slot];
+  const int64_t room = int64_t{s.num_blocks} * config_.block_size_frames - s.frames;
+  if (chunk_frames > room) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "AttentionCacheManager::CommitChunkPaged: stream ", stream_id, " commits ", chunk_frames,
+        " frames but has room for ", room, "; call PrepareChunk first"));
+  }
+  Advance(slot, chunk_frames);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PagedStateViews> AttentionCacheManager::GetPagedStateViews(
+    int64_t stream_id) const {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  if (!slots_[slot].prepared) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "AttentionCacheManager: stream ", stream_id, " has no paged state before PrepareChunk"));
+  }
+  return PagedStateViews{mirror_->block_table().Slice(slot, 1),
+                         mirror_->cache_seqlens().Slice(slot, 1)};
+}
+
+PagedKvCacheView AttentionCacheManager::GetPagedKvCache(int layer) const {
+  const KvView kv = pool_->GetKvView(layer);
+  return PagedKvCacheView{kv.k,
+                          kv.v,
+                          mirror_->block_table(),
+                          mirror_->cache_seqlens(),
+                          mirror_->cohort_slots(),
+                          config_.block_size_frames,
+                          mirror_->width()};
+}
+
+void AttentionCacheManager::CopyDense(int slot, int64_t pos, int64_t frames, void* dense,
+                                      bool to_pool, GpuStream gpu_stream) const {
+  const size_t esz = DTypeSize(config_.dtype);
+  const int64_t L = config_.num_layers, H = config_.n_kv_head, D = config_.head_dim;
+  const int64_t B = config_.block_size_frames, NB = pool_->num_physical_blocks();
+  const size_t pool_pitch = static_cast<size_t>(H * D) * esz;
+  const size_t dense_pitch = static_cast<size_t>(2 * D) * esz;
+  const size_t width = static_cast<size_t>(D) * esz;
+  const int32_t* row = mirror_->Row(slot);
+  for (int64_t p = pos; p < pos + frames;) {
+    const int64_t r = p % B;
+    const int64_t len = std::min(B - r, pos + frames - p);
+    const int64_t block = row[p / B];
+    const int64_t f0 = p - pos;
+    for (int kv = 0; kv < 2; ++kv) {
+      char* pool_base = static_cast<char*>(kv == 0 ? pool_->k_pool().data() : pool_->v_pool().data());
+      for (int64_t l = 0; l < L; ++l) {
+        for (int64_t h = 0; h < H; ++h) {
+          char* pool_ptr = pool_base + (((l * NB + block) * B + r) * H * D + h * D) * esz;
+          char* dense_ptr =
+              static_cast<char*>(dense) + (((l * H + h) * frames + f0) * 2 * D + kv * D) * esz;
+          if (to_pool) {
+            CopyRows(pool_ptr, pool_pitch, dense_ptr, dense_pitch, width, len, config_.device,
+                     gpu_stream);
+          } else {
+            CopyRows(dense_ptr, dense_pitch, pool_ptr, pool_pitch, width, len, config_.device,
+                     gpu_stream);
+          }
+        }
+      }
+    }
+    p += len;
+  }
+}
+
+absl::Status AttentionCacheManager::Commit(int64_t stream_id, const TensorView& kv_chunk,
+                                           GpuStream gpu_stream) {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  const int64_t frames = kv_chunk.rank() == 4 ? kv_chunk.dim(2) : -1;
+  const Shape expected{config_.num_layers, config_.n_kv_head, frames, config_.kv_last_dim()};
+  if (kv_chunk.rank() != 4 || !(kv_chunk.shape() == expected) || frames < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager::Commit: kv_chunk shape ", kv_chunk.shape().ToString(),
+        ", expected [", config_.num_layers, ", ", config_.n_kv_head, ", frames >= 1, ",
+        config_.kv_last_dim(), "]"));
+  }
+  if (frames > config_.block_size_frames) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager::Commit: a dense chunk of ", frames,
+        " frames is wider than a block (block_size_frames ", config_.block_size_frames, ")"));
+  }
+  if (kv_chunk.dtype() != config_.dtype || !(kv_chunk.device() == config_.device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager::Commit: kv_chunk is ", DTypeName(kv_chunk.dtype()), " on ",
+        kv_chunk.device().ToString(), ", expected ", DTypeName(config_.dtype), " on ",
+        config_.device.ToString()));
+  }
+  const int64_t blocks = NewBlocksFor(slot, frames);
+  OASR_RETURN_IF_ERROR(CheckCapacity(slot, blocks));
+  OASR_RETURN_IF_ERROR(pool_->Allocate(std::span<int32_t>(plan_block_ids_.data(), blocks)));
+  for (int64_t b = 0; b < blocks; ++b) AppendBlock(slot, plan_block_ids_[b]);
+  CopyDense(slot, slots_[slot].frames, frames, kv_chunk.data(), /*to_pool=*/true, gpu_stream);
+  Advance(slot, frames);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> AttentionCacheManager::GetStackedCache(int64_t stream_id,
+                                                              GpuStream gpu_stream) const {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  const int64_t frames = slots_[slot].frames;
+  OASR_ASSIGN_OR_RETURN(
+      Tensor out, Tensor::Empty({config_.num_layers, config_.n_kv_head, frames,
+                                 config_.kv_last_dim()},
+                                config_.dtype, config_.device));
+  CopyDense(slot, 0, frames, out.data(), /*to_pool=*/false, gpu_stream);
+  return out;
+}
+
+absl::StatusOr<bool> AttentionCacheManager::AtCapacity(int64_t stream_id) const {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  return slots_[slot].num_blocks + NewBlocksFor(slot, config_.chunk_size) >
+         config_.blocks_per_stream();
+}
+
+absl::StatusOr<int64_t> AttentionCacheManager::CachedFrames(
+    std::span<const int64_t> stream_ids) const {
+  int64_t frames = 0;
+  for (const int64_t id : stream_ids) {
+    OASR_ASSIGN_OR_RETURN(const int slot, Find(id));
+    frames = std::max(frames, slots_[slot].frames);
+  }
+  return frames;
+}
+
+absl::StatusOr<std::span<const int32_t>> AttentionCacheManager::LogicalBlocks(
+    int64_t stream_id) const {
+  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  return std::span<const int32_t>(mirror_->Row(slot), slots_[slot].num_blocks);
+}
+
+absl::StatusOr<int> AttentionCacheManager::SlotOf(int64_t stream_id) const {
+  return Find(stream_id);
+}
+
+}  // namespace oasr::cache
