@@ -1,0 +1,39 @@
+#include "server/speech_service.h"
+
+#include "common/device.h"
+#include "common/version.h"
+
+namespace oasr::server {
+
+void FillBuildInfo(const std::string& device, asr::v1::ServerInfo* info) {
+  info->set_version(kVersion);
+  info->set_git_revision(kGitRevision);
+  info->set_build_type(kBuildType);
+  info->set_compiler(kCompiler);
+  info->set_cuda_enabled(BuiltWithCuda());
+  info->set_cuda_version(kCudaVersion);
+  const int gpus = CudaDeviceCount();
+  for (int i = 0; i < gpus; ++i) {
+    asr::v1::GpuInfo* gpu = info->add_gpus();
+    gpu->set_index(i);
+    absl::StatusOr<std::string> name = CudaDeviceName(i);
+    gpu->set_description(name.ok() ? *name : std::string(name.status().message()));
+  }
+  info->set_device(device);
+}
+
+SpeechService::SpeechService(std::string device)
+    : device_(std::move(device)), started_(std::chrono::steady_clock::now()) {}
+
+grpc::ServerUnaryReactor* SpeechService::GetServerInfo(
+    grpc::CallbackServerContext* context, const asr::v1::GetServerInfoRequest* /*request*/,
+    asr::v1::ServerInfo* response) {
+  FillBuildInfo(device_, response);
+  response->set_uptime_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace oasr::server

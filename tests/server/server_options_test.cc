@@ -1,0 +1,36 @@
+#include "server/server_options.h"
+
+#include <gtest/gtest.h>
+
+namespace oasr::server {
+namespace {
+
+TEST(ServerOptionsTest, DefaultsAreValid) { EXPECT_TRUE(ServerOptions().Validate().ok()); }
+
+TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
+  struct Case {
+    void (*mutate)(ServerOptions&);
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](ServerOptions& o) { o.port = 70000; }, "port: 70000"},
+      {[](ServerOptions& o) { o.port = -5; }, "port: -5"},
+      {[](ServerOptions& o) { o.metrics_port = -2; }, "metrics_port: -2"},
+      {[](ServerOptions& o) { o.metrics_port = o.port; }, "is the gRPC port too"},
+      {[](ServerOptions& o) { o.address.clear(); }, "address"},
+      {[](ServerOptions& o) { o.shutdown_grace_seconds = -1; }, "shutdown_grace_seconds: -1"},
+      {[](ServerOptions& o) { o.device = "tpu"; }, "device: 'tpu'"},
+      {[](ServerOptions& o) { o.device = "cuda:7"; }, "device: cuda:7 is not present"},
+      {[](ServerOptions& o) { o.model_dir = "/nonexistent/model"; }, "model_dir: '/nonexistent/model'"},
+  };
+  for (const Case& c : cases) {
+    ServerOptions options;
+    c.mutate(options);
+    absl::Status status = options.Validate();
+    ASSERT_FALSE(status.ok()) << c.expected;
+    EXPECT_NE(status.message().find(c.expected), std::string::npos) << status.message();
+  }
+}
+
+}  // namespace
+}  // namespace oasr::server

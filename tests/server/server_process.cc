@@ -1,0 +1,117 @@
+#include "tests/server/server_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "nlohmann/json.hpp"
+
+namespace oasr::testing {
+
+bool ServerProcess::Start(const std::string& binary, const std::vector<std::string>& extra_args,
+                          double timeout_s) {
+  char dir_template[] = "/tmp/oasr-server-test-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    error_ = "mkdtemp failed";
+    return false;
+  }
+  dir_ = dir_template;
+  log_path_ = dir_ + "/server.log";
+  const std::string port_file = dir_ + "/ports.json";
+
+  std::vector<std::string> args = {binary,         "--address",      "127.0.0.1",
+                                   "--port",       "0",              "--metrics-port",
+                                   "0",            "--port-file",    port_file};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_ = fork();
+  if (pid_ < 0) {
+    error_ = "fork failed";
+    return false;
+  }
+  if (pid_ == 0) {
+    const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      error_ = "server exited during start; log:\n" + ReadLog();
+      return false;
+    }
+    if (std::filesystem::exists(port_file)) {
+      std::ifstream in(port_file);
+      nlohmann::json ports = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (!ports.is_discarded()) {
+        grpc_port_ = ports.value("grpc_port", 0);
+        metrics_port_ = ports.value("metrics_port", -1);
+        return grpc_port_ > 0;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  error_ = "server did not write its port file in time; log:\n" + ReadLog();
+  return false;
+}
+
+void ServerProcess::Signal(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int ServerProcess::WaitForExit(double timeout_s) {
+  if (pid_ <= 0) return -1;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  return -1;
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+std::string ServerProcess::ReadLog() const {
+  std::ifstream in(log_path_);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace oasr::testing

@@ -1,0 +1,42 @@
+// Test helper: runs oasr-server as a child process on loopback.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace oasr::testing {
+
+class ServerProcess {
+ public:
+  // Starts `binary` with --address 127.0.0.1 --port 0 --metrics-port 0
+  // --port-file <tmp> plus `extra_args`, and waits (at most `timeout_s`) until
+  // the port file appears. The child's output goes to log_path().
+  // Returns false (with a reason in error()) when it does not come up.
+  bool Start(const std::string& binary, const std::vector<std::string>& extra_args,
+             double timeout_s = 30.0);
+  // Sends `signal` to the child.
+  void Signal(int signal);
+  // Waits at most `timeout_s` for the child to exit. Returns its wait status,
+  // or -1 on timeout (the child is then killed).
+  int WaitForExit(double timeout_s);
+  ~ServerProcess();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string grpc_target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  const std::string& log_path() const { return log_path_; }
+  std::string ReadLog() const;
+  const std::string& error() const { return error_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string dir_;
+  std::string log_path_;
+  std::string error_;
+  int grpc_port_ = 0;
+  int metrics_port_ = -1;
+};
+
+}  // namespace oasr::testing
