@@ -48,7 +48,7 @@ CASES = {
     # A stream that crosses WeNet's 5000-row position table.
     "late_offset": (ModelConfig(output_dim=31, output_size=64, attention_heads=4,
                                 linear_units=128, num_blocks=2, cnn_module_kernel=15),
-                    "float32", 4.0, [(16, -1), (8, 2)], 4960),
+                    "float32", 4.0, [(16, -1), (8, 2)], 5070),
 }
 
 
@@ -100,6 +100,41 @@ def write_case(out: str, name: str, seed: int) -> dict:
     return entry
 
 
+def write_converted_case(out: str, seed: int) -> dict:
+    """A model written as a WeNet experiment (final.pt with a "module."
+    prefix, train.yaml, global_cmvn, units.txt) and converted by
+    tools/convert_wenet.py; log-probs come from the original model."""
+    from tools import convert_wenet
+
+    cfg = ModelConfig(output_dim=41, output_size=64, attention_heads=4, linear_units=128,
+                      num_blocks=2, cnn_module_kernel=15, cnn_module_norm="batch_norm")
+    case_dir = os.path.join(out, "wenet_converted")
+    src = os.path.join(case_dir, "wenet")
+    wav, _ = speech(3.0, seed)
+    feats = frontend.fbank(wav)
+    model = randomize_(ConformerCtcModel(cfg), seed)
+    stats = frontend.cmvn_stats(feats)
+    mean, istd = frontend.cmvn_from_stats(stats)
+    model.encoder.global_cmvn.mean.copy_(mean)
+    model.encoder.global_cmvn.istd.copy_(istd)
+    model_dir.write_wenet_checkpoint(model, src, stats, module_prefix=True)
+    mdir = os.path.join(case_dir, "model")
+    convert_wenet.convert(os.path.join(src, "final.pt"), os.path.join(src, "train.yaml"),
+                          os.path.join(src, "global_cmvn"), os.path.join(src, "units.txt"),
+                          mdir, chunk_size=8, num_left_chunks=-1)
+    np.save(os.path.join(case_dir, "feats.npy"), feats.numpy().astype(np.float32))
+    entry = {"name": "wenet_converted", "model_dir": mdir,
+             "feats": os.path.join(case_dir, "feats.npy"), "runs": []}
+    with torch.no_grad():
+        for chunk, left in ((8, -1), (4, 2)):
+            lp = model.log_probs_full(feats.unsqueeze(0), chunk, left)[0]
+            path = os.path.join(case_dir, f"log_probs_c{chunk}_l{left}.npy")
+            np.save(path, lp.numpy().astype(np.float32))
+            entry["runs"].append({"chunk_size": chunk, "num_left_chunks": left,
+                                  "start_offset": 0, "log_probs": path})
+    return entry
+
+
 def write_fbank(out: str) -> dict:
     fdir = os.path.join(out, "fbank")
     os.makedirs(fdir, exist_ok=True)
@@ -117,10 +152,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    names = args.only or list(CASES)
+    names = args.only or list(CASES) + ["wenet_converted"]
     manifest = {"fbank": write_fbank(args.out), "cases": []}
     for i, name in enumerate(names):
-        manifest["cases"].append(write_case(args.out, name, 1000 + i))
+        if name == "wenet_converted":
+            manifest["cases"].append(write_converted_case(args.out, 1000 + i))
+        else:
+            manifest["cases"].append(write_case(args.out, name, 1000 + i))
     tmp = os.path.join(args.out, "manifest.json.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)

@@ -138,16 +138,17 @@ class Subsampling(nn.Module):
             freq = (freq - kernel) // stride + 1
         self.conv = nn.Sequential(*layers)
         proj = nn.Linear(d * freq, d)
+        # WeNet names the projection out.0 for conv2d and linear otherwise.
         if cfg.input_layer == "conv2d":
             self.out = nn.Sequential(proj)
         else:
             self.linear = proj
-        self._proj = proj
 
     def forward(self, x):
         x = self.conv(x.unsqueeze(1))  # (B, C, T', F')
         b, c, t, f = x.shape
-        return self._proj(x.transpose(1, 2).reshape(b, t, c * f))
+        proj = self.out[0] if hasattr(self, "out") else self.linear
+        return proj(x.transpose(1, 2).reshape(b, t, c * f))
 
 
 class FeedForward(nn.Module):

@@ -1,0 +1,85 @@
+#include "encoder/feature_pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace oasr::encoder {
+
+absl::Status FeaturePipelineOptions::Validate() const {
+  if (sample_rate < 8000 || sample_rate > 48000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FeaturePipelineOptions.sample_rate=", sample_rate, " is outside [8000, 48000] Hz"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<FeaturePipeline>> FeaturePipeline::Create(
+    const FeaturePipelineOptions& options, const GlobalCmvn* cmvn) {
+  OASR_RETURN_IF_ERROR(options.Validate());
+  if (cmvn != nullptr && cmvn->dim() != Fbank::kNumBins) {
+    return absl::InvalidArgumentError(absl::StrCat("FeaturePipeline: CMVN has ", cmvn->dim(),
+                                                   " entries, expected ", Fbank::kNumBins));
+  }
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<Resampler> resampler,
+                        Resampler::Create(options.sample_rate, Fbank::kSampleRate));
+  return std::unique_ptr<FeaturePipeline>(new FeaturePipeline(std::move(resampler), cmvn));
+}
+
+absl::Status FeaturePipeline::AcceptWaveform(const float* samples, int64_t n) {
+  if (finished_) return absl::FailedPreconditionError("FeaturePipeline: audio after InputFinished");
+  resampled_.clear();
+  OASR_RETURN_IF_ERROR(resampler_->Process(samples, n, &resampled_));
+  AddResampled(resampled_);
+  return absl::OkStatus();
+}
+
+absl::Status FeaturePipeline::AcceptPcm16(const int16_t* samples, int64_t n) {
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) f[i] = samples[i] / 32768.0f;
+  return AcceptWaveform(f.data(), n);
+}
+
+absl::Status FeaturePipeline::InputFinished() {
+  if (finished_) return absl::OkStatus();
+  resampled_.clear();
+  OASR_RETURN_IF_ERROR(resampler_->Flush(&resampled_));
+  AddResampled(resampled_);
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+void FeaturePipeline::AddResampled(const std::vector<float>& samples) {
+  for (float s : samples) pending_.push_back(s * 32768.0f);
+  size_t start = 0;
+  while (pending_.size() - start >= static_cast<size_t>(Fbank::kFrameLength)) {
+    const size_t at = frames_.size();
+    frames_.resize(at + Fbank::kNumBins);
+    fbank_.ComputeFrame(pending_.data() + start, frames_.data() + at);
+    if (cmvn_ != nullptr) cmvn_->Apply(frames_.data() + at, 1);
+    start += Fbank::kFrameShift;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(start));
+}
+
+absl::Status FeaturePipeline::GetFrames(int64_t start, int64_t count, float* out) const {
+  if (start < first_frame_ || count < 0 || start + count > NumFramesReady()) {
+    return absl::OutOfRangeError(absl::StrCat("FeaturePipeline: frames [", start, ", ",
+                                              start + count, ") not held (have [", first_frame_,
+                                              ", ", NumFramesReady(), "))"));
+  }
+  std::memcpy(out, frames_.data() + (start - first_frame_) * Fbank::kNumBins,
+              static_cast<size_t>(count) * Fbank::kNumBins * sizeof(float));
+  return absl::OkStatus();
+}
+
+void FeaturePipeline::DiscardFramesBefore(int64_t frame) {
+  const int64_t drop = std::clamp<int64_t>(frame - first_frame_, 0, NumFramesReady() - first_frame_);
+  frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(drop * Fbank::kNumBins));
+  first_frame_ += drop;
+}
+
+}  // namespace oasr::encoder

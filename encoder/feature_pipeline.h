@@ -1,0 +1,68 @@
+// One stream's front end, incremental: audio at any supported rate goes in
+// as it arrives; resampled to 16 kHz (libsoxr), framed, turned into Kaldi
+// fbank and normalised with the model's global CMVN; each frame is
+// available as soon as its 400 samples are.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "encoder/fbank.h"
+#include "encoder/global_cmvn.h"
+#include "encoder/resampler.h"
+
+namespace oasr::encoder {
+
+struct FeaturePipelineOptions {
+  int sample_rate = 16000;  // Input rate in Hz, [8000, 48000].
+  absl::Status Validate() const;
+};
+
+class FeaturePipeline {
+ public:
+  // `cmvn` (not owned, may be null for raw fbank) must outlive the
+  // pipeline and have Fbank::kNumBins entries.
+  static absl::StatusOr<std::unique_ptr<FeaturePipeline>> Create(
+      const FeaturePipelineOptions& options, const GlobalCmvn* cmvn);
+
+  // Feeds n samples in [-1, 1) (floats) or 16-bit PCM at the input rate.
+  // FAILED_PRECONDITION after InputFinished. Not thread-safe: one owner.
+  absl::Status AcceptWaveform(const float* samples, int64_t n);
+  absl::Status AcceptPcm16(const int16_t* samples, int64_t n);
+
+  // No more audio: flushes the resampler's tail into frames.
+  absl::Status InputFinished();
+  bool input_finished() const { return finished_; }
+
+  // Frames produced since the start (including discarded ones).
+  int64_t NumFramesReady() const { return first_frame_ + static_cast<int64_t>(frames_.size() / Fbank::kNumBins); }
+
+  // Copies frames [start, start + count) to out ([count, 80] floats).
+  // OUT_OF_RANGE when they are not ready yet or were discarded.
+  absl::Status GetFrames(int64_t start, int64_t count, float* out) const;
+
+  // Forgets frames before `frame` (bounded memory for long streams).
+  void DiscardFramesBefore(int64_t frame);
+
+ private:
+  FeaturePipeline(std::unique_ptr<Resampler> resampler, const GlobalCmvn* cmvn)
+      : resampler_(std::move(resampler)), cmvn_(cmvn) {}
+
+  // Appends 16 kHz samples (int16 range) and computes every complete frame.
+  void AddResampled(const std::vector<float>& samples);
+
+  std::unique_ptr<Resampler> resampler_;
+  const GlobalCmvn* cmvn_;
+  Fbank fbank_;
+  std::vector<float> pending_;     // 16 kHz samples from the next frame's start on.
+  std::vector<float> resampled_;   // Scratch.
+  std::vector<float> frames_;      // [n, 80] frames from first_frame_ on.
+  int64_t first_frame_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace oasr::encoder

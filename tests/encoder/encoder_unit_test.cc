@@ -1,0 +1,300 @@
+// Unit tests of the encoder library's parts that need no golden fixture.
+#include <cmath>
+#include <complex>
+#include <filesystem>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "encoder/global_cmvn.h"
+#include "encoder/model_config.h"
+#include "encoder/npy_io.h"
+#include "encoder/real_fft.h"
+#include "encoder/rel_pos_attention.h"
+#include "encoder/rel_position_table.h"
+#include "encoder/resampler.h"
+#include "encoder/safetensors_reader.h"
+#include "encoder/vocabulary.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/encoder/test_util.h"
+
+namespace oasr::encoder {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FloatTensor;
+using testing::RawTensor;
+using testing::WriteSafetensors;
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("oasr_unit_" + name)).string();
+}
+
+TEST(SafetensorsReaderTest, ReadsAllFloatDtypes) {
+  const std::string path = TempPath("ok.safetensors");
+  RawTensor half{"F16", {3}, std::string("\x00\x3c\x00\xc0\x01\x00", 6)};  // 1, -2, 2^-24
+  RawTensor bf16{"BF16", {2}, std::string("\x80\x3f\x40\xc0", 4)};           // 1, -3
+  WriteSafetensors(path, {{"a", FloatTensor({2, 2}, {1, 2, 3, 4})}, {"h", half}, {"b", bf16}});
+  auto reader = SafetensorsReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->Names(), (std::vector<std::string>{"a", "b", "h"}));
+  EXPECT_EQ((*reader)->Find("a")->shape, (Shape{2, 2}));
+  auto a = (*reader)->ReadFloat32("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->data<float>()[3], 4.0f);
+  auto h = (*reader)->ReadFloat32("h");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->data<float>()[0], 1.0f);
+  EXPECT_EQ(h->data<float>()[1], -2.0f);
+  EXPECT_EQ(h->data<float>()[2], std::ldexp(1.0f, -24));
+  auto b = (*reader)->ReadFloat32("b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->data<float>()[1], -3.0f);
+  EXPECT_EQ((*reader)->ReadFloat32("zz").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SafetensorsReaderTest, RejectsCorruptFiles) {
+  const std::string path = TempPath("bad.safetensors");
+  testing::WriteFile(path, std::string("\xff\x00\x00\x00\x00\x00\x00\x00{}", 10));
+  EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()), HasSubstr("header length"));
+  testing::WriteFile(path, std::string("\x02\x00\x00\x00\x00\x00\x00\x00[]", 10));
+  EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()), HasSubstr("not a JSON object"));
+  RawTensor short_data = FloatTensor({3}, {1, 2});
+  short_data.shape = {3};
+  WriteSafetensors(path, {{"w", short_data}});
+  EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()), HasSubstr("tensor 'w'"));
+  WriteSafetensors(path, {{"w", RawTensor{"F64", {1}, std::string(8, '\0')}}});
+  EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()), HasSubstr("unsupported dtype F64"));
+  WriteSafetensors(path, {{"i", RawTensor{"I64", {1}, std::string(8, '\0')}}});
+  auto reader = SafetensorsReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_THAT(std::string((*reader)->ReadFloat32("i").status().message()), HasSubstr("int64"));
+  EXPECT_EQ(SafetensorsReader::Open(TempPath("absent")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(NpyTest, RoundTrip) {
+  auto t = Tensor::Empty({3, 5}, DType::kFloat32);
+  ASSERT_TRUE(t.ok());
+  for (int i = 0; i < 15; ++i) t->data<float>()[i] = i * 0.5f - 2;
+  const std::string path = TempPath("x.npy");
+  ASSERT_TRUE(WriteNpyFloat32(path, t->view()).ok());
+  auto back = ReadNpyFloat32(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->shape(), (Shape{3, 5}));
+  EXPECT_EQ(back->data<float>()[14], 5.0f);
+  testing::WriteFile(path, "not numpy");
+  EXPECT_FALSE(ReadNpyFloat32(path).ok());
+}
+
+std::string ValidConfigJson() {
+  return R"({"format": "oasr-conformer-ctc", "format_version": 1, "input_dim": 80,
+    "output_dim": 10, "encoder": "conformer",
+    "encoder_conf": {"output_size": 32, "attention_heads": 4, "linear_units": 64,
+      "num_blocks": 2, "input_layer": "conv2d", "pos_enc_layer_type": "rel_pos",
+      "selfattention_layer_type": "rel_selfattn", "normalize_before": true,
+      "macaron_style": true, "activation_type": "swish", "use_cnn_module": true,
+      "cnn_module_kernel": 15, "causal": true, "cnn_module_norm": "layer_norm",
+      "static_chunk_size": 0, "use_dynamic_chunk": true, "dropout_rate": 0.1},
+    "serving": {"chunk_size": 16, "num_left_chunks": -1}})";
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(ModelConfigTest, ParsesValidConfig) {
+  auto c = ModelConfig::FromJson(ValidConfigJson());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->head_dim(), 8);
+  EXPECT_EQ(c->WindowFrames(16), 67);
+  EXPECT_EQ(c->RequiredCacheSize(), -1);
+  auto c6 = ModelConfig::FromJson(Replace(ValidConfigJson(), "\"conv2d\"", "\"conv2d6\""));
+  ASSERT_TRUE(c6.ok());
+  EXPECT_EQ(c6->WindowFrames(1), 11);
+}
+
+TEST(ModelConfigTest, NamesEveryBadField) {
+  const std::string base = ValidConfigJson();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Replace(base, "\"causal\": true", "\"causal\": false"), "encoder_conf.causal=false"},
+      {Replace(base, "\"rel_pos\"", "\"abs_pos\""), "encoder_conf.pos_enc_layer_type=abs_pos"},
+      {Replace(base, "\"layer_norm\"", "\"group_norm\""), "encoder_conf.cnn_module_norm=group_norm"},
+      {Replace(base, "\"conv2d\"", "\"linear\""), "encoder_conf.input_layer=linear"},
+      {Replace(base, "\"swish\"", "\"relu\""), "encoder_conf.activation_type=relu"},
+      {Replace(base, "\"dropout_rate\": 0.1", "\"mystery\": 1"), "encoder_conf.mystery"},
+      {Replace(base, "\"cnn_module_kernel\": 15,", ""), "encoder_conf.cnn_module_kernel"},
+      {Replace(base, "\"attention_heads\": 4", "\"attention_heads\": 5"), "attention_heads=5"},
+      {Replace(base, "\"input_dim\": 80", "\"input_dim\": 40"), "input_dim=40"},
+      {Replace(base, "\"chunk_size\": 16", "\"chunk_size\": 0"), "serving.chunk_size=0"},
+      {Replace(base, "\"num_left_chunks\": -1", "\"num_left_chunks\": -2"), "num_left_chunks"},
+      {Replace(base, "\"output_size\": 32", "\"output_size\": \"32\""), "encoder_conf.output_size"},
+      {Replace(base, "\"use_dynamic_chunk\": true", "\"use_dynamic_chunk\": false"), "full-context"},
+      {Replace(base, "\"format_version\": 1", "\"format_version\": 2"), "format_version=2"},
+      {"[1, 2]", "not a JSON object"},
+  };
+  for (const auto& [text, needle] : cases) {
+    auto c = ModelConfig::FromJson(text);
+    ASSERT_FALSE(c.ok()) << needle;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(needle));
+  }
+}
+
+TEST(VocabularyTest, ParsesAndChecksSize) {
+  auto v = Vocabulary::Parse("<blank> 0\n<unk> 1\n\xe2\x96\x81the 2\n<sos/eos> 3\n", 4);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->Token(2), "\xe2\x96\x81the");
+  EXPECT_THAT(std::string(Vocabulary::Parse("<blank> 0\na 1\n", 3).status().message()),
+              HasSubstr("2 units but output_dim is 3"));
+  EXPECT_THAT(std::string(Vocabulary::Parse("<blank> 0\na 2\n", 3).status().message()),
+              HasSubstr("id 1 is missing"));
+  EXPECT_THAT(std::string(Vocabulary::Parse("a 0\n<blank> 1\n", 2).status().message()),
+              HasSubstr("<blank>"));
+  EXPECT_THAT(std::string(Vocabulary::Parse("<blank> 0\na b\n", 2).status().message()),
+              HasSubstr("units.txt:2"));
+}
+
+TEST(GlobalCmvnTest, FromWenetStats) {
+  auto c = GlobalCmvn::FromWenetJson(
+      R"({"mean_stat": [10.0, 4.0], "var_stat": [60.0, 8.0], "frame_num": 2})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FLOAT_EQ(c->mean()[0], 5.0f);
+  EXPECT_FLOAT_EQ(c->istd()[0], 1.0f / std::sqrt(5.0f));
+  // var = 4 - 4 = 0 is floored at 1e-20.
+  EXPECT_FLOAT_EQ(c->istd()[1], 1e10f);
+  float row[2] = {7.0f, 2.0f};
+  c->Apply(row, 1);
+  EXPECT_FLOAT_EQ(row[0], 2.0f / std::sqrt(5.0f));
+  EXPECT_THAT(std::string(GlobalCmvn::FromWenetJson(R"({"mean_stat": [1]})").status().message()),
+              HasSubstr("var_stat"));
+}
+
+TEST(RealFftTest, MatchesNaiveDft) {
+  std::mt19937 rng(1);
+  std::normal_distribution<double> dist;
+  std::vector<double> x(64), power(33);
+  for (double& v : x) v = dist(rng);
+  std::vector<std::complex<double>> scratch;
+  RealFft(64).PowerSpectrum(x.data(), power.data(), &scratch);
+  for (int k = 0; k <= 32; ++k) {
+    std::complex<double> sum = 0;
+    for (int n = 0; n < 64; ++n) sum += x[n] * std::polar(1.0, -2 * std::numbers::pi * k * n / 64);
+    EXPECT_NEAR(power[k], std::norm(sum), 1e-9 * (1 + std::norm(sum)));
+  }
+}
+
+TEST(SinusoidRowTest, InterleavedSinCos) {
+  std::vector<float> row(8);
+  SinusoidRow(7, 8, row.data());
+  for (int i = 0; i < 4; ++i) {
+    const double w = std::exp(-2.0 * i * std::log(10000.0) / 8);
+    EXPECT_NEAR(row[2 * i], std::sin(7 * w), 1e-6);
+    EXPECT_NEAR(row[2 * i + 1], std::cos(7 * w), 1e-6);
+  }
+}
+
+// Splitting keys and positions into segments anywhere must not change the
+// result: the property the paged and cohort paths rely on.
+TEST(RelPosAttentionTest, SegmentationInvariant) {
+  const int64_t q = 3, dk = 4, t = 7;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto fill = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  };
+  std::vector<float> qu = fill(q * dk), qv = fill(q * dk), kv = fill(t * 2 * dk), p = fill(t * dk);
+  auto run = [&](std::vector<int64_t> kv_cuts, std::vector<int64_t> pos_cuts) {
+    std::vector<KvSegment> ks;
+    std::vector<PosSegment> ps;
+    for (size_t i = 0; i + 1 < kv_cuts.size(); ++i) {
+      const float* base = kv.data() + kv_cuts[i] * 2 * dk;
+      ks.push_back({base, base + dk, kv_cuts[i + 1] - kv_cuts[i], 2 * dk});
+    }
+    for (size_t i = 0; i + 1 < pos_cuts.size(); ++i) {
+      ps.push_back({p.data() + pos_cuts[i] * dk, pos_cuts[i + 1] - pos_cuts[i], dk});
+    }
+    std::vector<float> out(q * dk), scores(q * t);
+    RelPosAttentionParams prm;
+    prm.q_u = qu.data();
+    prm.q_v = qv.data();
+    prm.ldq = dk;
+    prm.queries = q;
+    prm.d_k = dk;
+    prm.kv = ks.data();
+    prm.num_kv = static_cast<int>(ks.size());
+    prm.pos = ps.data();
+    prm.num_pos = static_cast<int>(ps.size());
+    prm.out = out.data();
+    prm.ldo = dk;
+    prm.scores = scores.data();
+    RelPosAttentionCpu(prm);
+    return out;
+  };
+  const std::vector<float> whole = run({0, t}, {0, t});
+  // Naive reference.
+  for (int64_t i = 0; i < q; ++i) {
+    std::vector<double> s(t);
+    double mx = -1e30, sum = 0;
+    for (int64_t j = 0; j < t; ++j) {
+      for (int64_t c = 0; c < dk; ++c) s[j] += qu[i * dk + c] * kv[j * 2 * dk + c] + qv[i * dk + c] * p[j * dk + c];
+      s[j] /= std::sqrt(static_cast<double>(dk));
+      mx = std::max(mx, s[j]);
+    }
+    for (double& v : s) sum += (v = std::exp(v - mx));
+    for (int64_t c = 0; c < dk; ++c) {
+      double o = 0;
+      for (int64_t j = 0; j < t; ++j) o += s[j] / sum * kv[j * 2 * dk + dk + c];
+      EXPECT_NEAR(whole[i * dk + c], o, 1e-5);
+    }
+  }
+  const std::vector<float> split = run({0, 2, 3, t}, {0, 5, t});
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(whole[i], split[i], 1e-6);
+}
+
+TEST(ResamplerTest, RejectsRatesOutsideRange) {
+  EXPECT_THAT(std::string(Resampler::Create(4000, 16000).status().message()), HasSubstr("in_rate=4000"));
+  EXPECT_THAT(std::string(Resampler::Create(16000, 96000).status().message()), HasSubstr("out_rate=96000"));
+}
+
+// 16 kHz -> rate -> 16 kHz returns the signal (band-limited well inside
+// both Nyquist limits), whatever the chunking.
+TEST(ResamplerTest, RoundTrip) {
+  for (int rate : {8000, 22050, 44100, 48000}) {
+    const int n = 16000;
+    std::vector<float> x(n);
+    for (int i = 0; i < n; ++i) {
+      const double t = i / 16000.0;
+      x[i] = static_cast<float>(0.3 * std::sin(2 * std::numbers::pi * 440 * t) +
+                                0.2 * std::sin(2 * std::numbers::pi * 1700 * t + 1) +
+                                0.1 * std::sin(2 * std::numbers::pi * 3100 * t + 2));
+    }
+    auto up = Resampler::Create(16000, rate);
+    auto down = Resampler::Create(rate, 16000);
+    ASSERT_TRUE(up.ok() && down.ok());
+    std::vector<float> mid, back;
+    std::mt19937 rng(rate);
+    for (int i = 0; i < n;) {
+      const int len = std::min<int>(n - i, 1 + rng() % 700);
+      ASSERT_TRUE((*up)->Process(x.data() + i, len, &mid).ok());
+      i += len;
+    }
+    ASSERT_TRUE((*up)->Flush(&mid).ok());
+    EXPECT_NEAR(static_cast<double>(mid.size()), n * static_cast<double>(rate) / 16000, 2);
+    ASSERT_TRUE((*down)->Process(mid.data(), static_cast<int64_t>(mid.size()), &back).ok());
+    ASSERT_TRUE((*down)->Flush(&back).ok());
+    ASSERT_NEAR(static_cast<double>(back.size()), n, 2) << rate;
+    float worst = 0;
+    for (int i = 800; i < n - 800; ++i) worst = std::max(worst, std::abs(back[i] - x[i]));
+    EXPECT_LT(worst, 2e-3) << rate;
+    EXPECT_FALSE((*up)->Process(x.data(), 1, &mid).ok());
+  }
+}
+
+}  // namespace
+}  // namespace oasr::encoder

@@ -1,0 +1,92 @@
+// Helpers shared by the encoder tests: the golden fixtures the PyTorch
+// reference writes at test time (tools/reference/make_fixtures.py), and a
+// small safetensors writer for building broken model files.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace oasr::encoder::testing {
+
+#ifdef OASR_ENCODER_FIXTURES
+// The fixture folder made by the ctest fixture `encoder_golden`.
+inline std::string FixtureDir() { return OASR_ENCODER_FIXTURES; }
+
+inline nlohmann::json LoadManifest() {
+  std::ifstream in(FixtureDir() + "/manifest.json");
+  EXPECT_TRUE(in.good()) << "missing " << FixtureDir()
+                         << "/manifest.json: run the encoder_golden_fixtures test first";
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str(), nullptr, false);
+}
+#endif
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// A tensor to write: dtype name as in safetensors ("F32", "F16", "I64"...).
+struct RawTensor {
+  std::string dtype = "F32";
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+inline RawTensor FloatTensor(std::vector<int64_t> shape, const std::vector<float>& values) {
+  RawTensor t{"F32", std::move(shape), std::string(values.size() * 4, '\0')};
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+inline void WriteSafetensors(const std::string& path, const std::map<std::string, RawTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [name, t] : tensors) {
+    header[name] = {{"dtype", t.dtype}, {"shape", t.shape},
+                    {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  WriteFile(path, out + text + data);
+}
+
+// Copies a model directory to a fresh temporary one named after the test.
+inline std::string CopyModelDir(const std::string& src, const std::string& name) {
+  const std::filesystem::path dst = std::filesystem::temp_directory_path() / ("oasr_encoder_" + name);
+  std::filesystem::remove_all(dst);
+  std::filesystem::copy(src, dst, std::filesystem::copy_options::recursive);
+  return dst.string();
+}
+
+inline float MaxAbsDiff(const float* a, const float* b, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace oasr::encoder::testing
