@@ -1,0 +1,62 @@
+# oasr: the two commands that matter are `make serve` and `make test`.
+BUILD_DIR   ?= build
+ASAN_DIR    ?= build-asan
+BUILD_TYPE  ?= Release
+JOBS        ?= $(shell nproc)
+ADDRESS     ?= 0.0.0.0
+PORT        ?= 50051
+METRICS_PORT ?= 8080
+MODEL_DIR   ?=
+CMAKE_FLAGS ?=
+
+SERVE_MODEL := $(if $(MODEL_DIR),--model-dir $(MODEL_DIR),)
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu')
+
+.PHONY: all deps configure build serve test test-asan bench format format-check clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD_DIR)/CMakeCache.txt:
+	@$(MAKE) --no-print-directory deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+configure: $(BUILD_DIR)/CMakeCache.txt
+
+build: deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Serve on $(ADDRESS):$(PORT) with the bundled model, on the GPU when one is usable, else the CPU.
+serve: build
+	$(BUILD_DIR)/server/oasr-server --address $(ADDRESS) --port $(PORT) \
+	  --metrics-port $(METRICS_PORT) $(SERVE_MODEL)
+
+# Every test, every label; GPU-labelled tests report "skipped" without a GPU.
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
+# (engine only, without gRPC and CUDA, to keep it quick).
+test-asan: deps
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DOASR_SANITIZE=ON \
+	  -DOASR_WITH_GRPC=OFF -DOASR_WITH_CUDA=OFF -DOASR_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(ASAN_DIR) -j $(JOBS)
+	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -L unit
+
+# Builds and runs every benchmark (executables named oasr-bench-*); they print their figures.
+bench: build
+	@set -e; found=0; for b in $$(find $(BUILD_DIR)/bench -maxdepth 1 -type f -name 'oasr-bench-*' -perm -u+x | sort); do \
+	  found=1; echo "== $$b"; $$b; done; \
+	  [ $$found -eq 1 ] || { echo "no benchmarks built" >&2; exit 1; }
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)
