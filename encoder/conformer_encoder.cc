@@ -33,16 +33,6 @@ void AddScaled(float* y, const float* x, float alpha, int64_t n) {
   kernels::ResidualAddCpu(kernels::ResidualAddParams{y, x, alpha, n});
 }
 
-// w_2(swish(w_1 x)) on rows of x, added to y with factor 0.5 (macaron).
-void HalfFeedForward(const float* x, int64_t m, int64_t d, const PackedLinear& w1,
-                     const PackedLinear& w2, float* hidden, float* out, float* y) {
-  const int64_t units = w1.out_features();
-  w1.Forward(x, m, d, hidden, units);
-  cpu::SwishInPlace(hidden, m * units);
-  w2.Forward(hidden, m, units, out, d);
-  AddScaled(y, out, 0.5f, m * d);
-}
-
 absl::Status ShapeError(int index, const char* name, const Shape& got, const std::string& want) {
   return absl::InvalidArgumentError(absl::StrCat("chunk input ", index, ": ", name, " has shape ",
                                                  got.ToString(), ", expected ", want));
@@ -92,6 +82,35 @@ ConformerEncoder::ConformerEncoder(const ConformerModel* model, const EncoderOpt
   embed_out_ = PackedLinear(model->weights().embed_out);
   ctc_ = PackedLinear(model->weights().ctc);
   table_ = std::make_unique<RelPositionTable>(&model->weights(), d, options.max_table_positions);
+  pool_ = std::make_unique<ThreadPool>(options.num_threads);
+}
+
+void ConformerEncoder::Linear(const PackedLinear& w, const float* x, int64_t m, int64_t ldx,
+                              float* y, int64_t ldy, bool accumulate) const {
+  // Below ~1M multiply-adds a fork-join costs more than it saves.
+  constexpr int64_t kMinWork = 1 << 20;
+  const int64_t panels = w.num_panels();
+  const int64_t parts = std::min<int64_t>(pool_->threads(), panels);
+  if (parts <= 1 || m * w.in_features() * w.out_features() < kMinWork) {
+    w.Forward(x, m, ldx, y, ldy, accumulate);
+    return;
+  }
+  pool_->ParallelFor(parts, [&](int64_t i) {
+    w.ForwardPanels(x, m, ldx, y, ldy, accumulate, panels * i / parts, panels * (i + 1) / parts);
+  });
+}
+
+void ConformerEncoder::HalfFeedForward(const PackedLinear& w1, const PackedLinear& w2,
+                                       const float* x, int64_t m, float* hidden, float* out,
+                                       float* y) const {
+  const int64_t units = w1.out_features(), d = w2.out_features();
+  Linear(w1, x, m, d, hidden, units);
+  pool_->ParallelFor(pool_->threads(), [&](int64_t i) {
+    const int64_t begin = m * i / pool_->threads(), end = m * (i + 1) / pool_->threads();
+    cpu::SwishInPlace(hidden + begin * units, (end - begin) * units);
+  });
+  Linear(w2, hidden, m, units, out, d);
+  AddScaled(y, out, 0.5f, m * d);
 }
 
 absl::StatusOr<std::unique_ptr<ConformerEncoder>> ConformerEncoder::Create(
@@ -147,7 +166,7 @@ void ConformerEncoder::Subsample(const float* feats, int64_t feat_frames, float*
     f_in = f_out;
     ch = d;
   }
-  embed_out_.Forward(src, t_in, f_in * d, out, d);
+  Linear(embed_out_, src, t_in, f_in * d, out, d);
   const float scale = std::sqrt(static_cast<float>(d));
   for (int64_t i = 0; i < t_in * d; ++i) out[i] *= scale;
 }
@@ -190,9 +209,6 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
   float* hidden = Scratch(kHidden, m * units);
   float* qkv = Scratch(kQkv, m * 3 * d);
   float* attn = Scratch(kAttn, m * d);
-  float* q_u = Scratch(kQu, max_rows * dk);
-  float* q_v = Scratch(kQv, max_rows * dk);
-  float* scores = Scratch(kScores, max_keys * max_rows);
   float* conv_in = Scratch(kConvIn, m_conv * d);
   float* conv_mid = Scratch(kConvMid, m_conv * 2 * d);
   float* conv_glu = Scratch(kConvGlu, m_conv * d);
@@ -212,69 +228,72 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
     table_->ProjectRows(extra_base[b], n, extra_pos[b].data());
   }
 
-  std::vector<KvSegment> kv;
-  std::vector<PosSegment> pos;
   for (int l = 0; l < layers; ++l) {
     const ConformerLayerWeights& lw = w.layers[l];
     const PackedLayer& pw = packed_[l];
     // Macaron feed-forward.
     cpu::LayerNormRows(x, m, d, d, lw.norm_ff_macaron, h, d);
-    HalfFeedForward(h, m, d, pw.ff_macaron_w1, pw.ff_macaron_w2, hidden, out, x);
+    HalfFeedForward(pw.ff_macaron_w1, pw.ff_macaron_w2, h, m, hidden, out, x);
 
     // Self-attention.
     cpu::LayerNormRows(x, m, d, d, lw.norm_mha, h, d);
-    pw.qkv.Forward(h, m, d, qkv, 3 * d);
+    Linear(pw.qkv, h, m, d, qkv, 3 * d);
     float* kv_out = new_kv + static_cast<int64_t>(l) * m * 2 * d;
     for (int64_t r = 0; r < m; ++r) {
       std::memcpy(kv_out + r * 2 * d, qkv + r * 3 * d + d, 2 * d * sizeof(float));
     }
     const float* u = lw.pos_bias_u.data<float>();
     const float* v = lw.pos_bias_v.data<float>();
-    for (int64_t b = 0; b < nb; ++b) {
+    pool_->ParallelFor(nb * heads, [&](int64_t task) {
+      const int64_t b = task / heads, head = task % heads;
+      // Scratch of the thread running this task.
+      float* q_u = Scratch(kQu, max_rows * dk);
+      float* q_v = Scratch(kQv, max_rows * dk);
+      float* scores = Scratch(kScores, max_keys * max_rows);
+      thread_local std::vector<KvSegment> kv;
+      thread_local std::vector<PosSegment> pos;
       const float* q_rows = qkv + begin[b] * 3 * d;
-      for (int64_t head = 0; head < heads; ++head) {
-        for (int64_t r = 0; r < rows[b]; ++r) {
-          const float* q = q_rows + r * 3 * d + head * dk;
-          for (int64_t j = 0; j < dk; ++j) {
-            q_u[r * dk + j] = q[j] + u[head * dk + j];
-            q_v[r * dk + j] = q[j] + v[head * dk + j];
-          }
+      for (int64_t r = 0; r < rows[b]; ++r) {
+        const float* q = q_rows + r * 3 * d + head * dk;
+        for (int64_t j = 0; j < dk; ++j) {
+          q_u[r * dk + j] = q[j] + u[head * dk + j];
+          q_v[r * dk + j] = q[j] + v[head * dk + j];
         }
-        kv.clear();
-        streams[b].history->AppendSegments(l, static_cast<int>(head), &kv);
-        kv.push_back(KvSegment{q_rows + d + head * dk, q_rows + 2 * d + head * dk, rows[b], 3 * d});
-        pos.clear();
-        for (int64_t p = pos_start[b]; p < pos_end[b];) {
-          if (p < table_end) {
-            int64_t contiguous = 0;
-            const float* row = table_->Rows(l, p, &contiguous);
-            const int64_t n = std::min({contiguous, pos_end[b] - p, table_end - p});
-            pos.push_back(PosSegment{row + head * dk, n, d});
-            p += n;
-          } else {
-            const int64_t n_extra = pos_end[b] - extra_base[b];
-            const float* row = extra_pos[b].data() + (l * n_extra + (p - extra_base[b])) * d;
-            pos.push_back(PosSegment{row + head * dk, pos_end[b] - p, d});
-            p = pos_end[b];
-          }
-        }
-        RelPosAttentionParams params;
-        params.q_u = q_u;
-        params.q_v = q_v;
-        params.ldq = dk;
-        params.queries = rows[b];
-        params.d_k = dk;
-        params.kv = kv.data();
-        params.num_kv = static_cast<int>(kv.size());
-        params.pos = pos.data();
-        params.num_pos = static_cast<int>(pos.size());
-        params.out = attn + begin[b] * d + head * dk;
-        params.ldo = d;
-        params.scores = scores;
-        RelPosAttentionCpu(params);
       }
-    }
-    pw.attn_out.Forward(attn, m, d, x, d, /*accumulate=*/true);
+      kv.clear();
+      streams[b].history->AppendSegments(l, static_cast<int>(head), &kv);
+      kv.push_back(KvSegment{q_rows + d + head * dk, q_rows + 2 * d + head * dk, rows[b], 3 * d});
+      pos.clear();
+      for (int64_t p = pos_start[b]; p < pos_end[b];) {
+        if (p < table_end) {
+          int64_t contiguous = 0;
+          const float* row = table_->Rows(l, p, &contiguous);
+          const int64_t n = std::min({contiguous, pos_end[b] - p, table_end - p});
+          pos.push_back(PosSegment{row + head * dk, n, d});
+          p += n;
+        } else {
+          const int64_t n_extra = pos_end[b] - extra_base[b];
+          const float* row = extra_pos[b].data() + (l * n_extra + (p - extra_base[b])) * d;
+          pos.push_back(PosSegment{row + head * dk, pos_end[b] - p, d});
+          p = pos_end[b];
+        }
+      }
+      RelPosAttentionParams params;
+      params.q_u = q_u;
+      params.q_v = q_v;
+      params.ldq = dk;
+      params.queries = rows[b];
+      params.d_k = dk;
+      params.kv = kv.data();
+      params.num_kv = static_cast<int>(kv.size());
+      params.pos = pos.data();
+      params.num_pos = static_cast<int>(pos.size());
+      params.out = attn + begin[b] * d + head * dk;
+      params.ldo = d;
+      params.scores = scores;
+      RelPosAttentionCpu(params);
+    });
+    Linear(pw.attn_out, attn, m, d, x, d, /*accumulate=*/true);
 
     // Convolution module: each stream's cached rows, then its new rows.
     cpu::LayerNormRows(x, m, d, d, lw.norm_conv, h, d);
@@ -287,7 +306,7 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
       const float* g = conv_in + (begin[b] + b * k1) * d;
       std::memcpy(streams[b].cnn_cache_out + l * k1 * d, g + rows[b] * d, k1 * d * sizeof(float));
     }
-    pw.pointwise_conv1.Forward(conv_in, m_conv, d, conv_mid, 2 * d);
+    Linear(pw.pointwise_conv1, conv_in, m_conv, d, conv_mid, 2 * d);
     cpu::GluRows(conv_mid, m_conv, d, conv_glu);
     const float* dw = depthwise_t_[l].data();
     const float* dw_bias = lw.depthwise_bias.data<float>();
@@ -309,15 +328,15 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
       cpu::AffineRows(out, m, d, d, lw.conv_norm);
     }
     cpu::SwishInPlace(out, m * d);
-    pw.pointwise_conv2.Forward(out, m, d, x, d, /*accumulate=*/true);
+    Linear(pw.pointwise_conv2, out, m, d, x, d, /*accumulate=*/true);
 
     // Feed-forward, then the layer's final norm.
     cpu::LayerNormRows(x, m, d, d, lw.norm_ff, h, d);
-    HalfFeedForward(h, m, d, pw.ff_w1, pw.ff_w2, hidden, out, x);
+    HalfFeedForward(pw.ff_w1, pw.ff_w2, h, m, hidden, out, x);
     cpu::LayerNormRows(x, m, d, d, lw.norm_final, x, d);
   }
   cpu::LayerNormRows(x, m, d, d, w.after_norm, x, d);
-  ctc_.Forward(x, m, d, log_probs, c.output_dim);
+  Linear(ctc_, x, m, d, log_probs, c.output_dim);
   cpu::LogSoftmaxRows(log_probs, m, c.output_dim);
   return absl::OkStatus();
 }

@@ -21,12 +21,15 @@
 #include "encoder/packed_linear.h"
 #include "encoder/rel_pos_attention.h"
 #include "encoder/rel_position_table.h"
+#include "encoder/thread_pool.h"
 
 namespace oasr::encoder {
 
 struct EncoderOptions {
-  // OpenBLAS threads. OpenBLAS keeps one process-wide setting, so the last
-  // encoder created decides it for the whole process.
+  // Threads for one forward call: the encoder's own pool (packed GEMMs,
+  // attention heads) and OpenBLAS (subsampling convs, position table).
+  // OpenBLAS keeps one process-wide setting, so the last encoder created
+  // decides that part for the whole process.
   int num_threads = 1;
   // Positions of the shared linear_pos(pe) table kept in memory (rounded up
   // to 256); later positions are projected per chunk. 16384 positions are
@@ -111,6 +114,14 @@ class ConformerEncoder {
 
   absl::Status ValidateDense(const DenseChunkInput& in, int index) const;
 
+  // y = x W^T + b (or y += ...) over m rows, split across the pool by
+  // output panels when the product is large enough to pay for it.
+  void Linear(const PackedLinear& w, const float* x, int64_t m, int64_t ldx, float* y,
+              int64_t ldy, bool accumulate = false) const;
+  // w_2(swish(w_1 x)) added to y with factor 0.5 (the macaron halves).
+  void HalfFeedForward(const PackedLinear& w1, const PackedLinear& w2, const float* x, int64_t m,
+                       float* hidden, float* out, float* y) const;
+
   const ConformerModel* model_;
   EncoderOptions options_;
   // Every Linear of the model, packed for small row counts.
@@ -124,6 +135,7 @@ class ConformerEncoder {
   // Depthwise conv weights transposed to [K, d] per layer, for row-wise sums.
   std::vector<std::vector<float>> depthwise_t_;
   std::unique_ptr<RelPositionTable> table_;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace oasr::encoder

@@ -87,7 +87,7 @@ void TilePortable(const KernelArgs& a, int rows) {
   }
 }
 
-enum class Isa { kAvx512, kAvx2, kPortable };
+using Isa = PackedLinear::Isa;
 
 Isa DetectIsa() {
   __builtin_cpu_init();
@@ -127,6 +127,19 @@ void RunAvx2(KernelArgs a, int64_t rows) {
 
 }  // namespace
 
+bool PackedLinear::IsaSupported(Isa isa) {
+  switch (isa) {
+    case Isa::kAuto:
+    case Isa::kPortable:
+      return true;
+    case Isa::kAvx512:
+      return kIsa == Isa::kAvx512;
+    case Isa::kAvx2:
+      return kIsa == Isa::kAvx512 || kIsa == Isa::kAvx2;
+  }
+  return false;
+}
+
 PackedLinear::PackedLinear(const LinearWeights& w) : out_(w.weight.dim(0)), in_(w.weight.dim(1)) {
   const int64_t panels = num_panels();
   auto packed = Tensor::Zeros({panels, in_, kPanel}, DType::kFloat32);
@@ -149,12 +162,16 @@ void PackedLinear::Forward(const float* x, int64_t m, int64_t ldx, float* y, int
 }
 
 void PackedLinear::ForwardPanels(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
-                                 bool accumulate, int64_t panel_begin, int64_t panel_end) const {
+                                 bool accumulate, int64_t panel_begin, int64_t panel_end,
+                                 Isa isa) const {
+  OASR_CHECK(IsaSupported(isa), "kernel not supported by this CPU");
+  if (isa == Isa::kAuto) isa = kIsa;
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     KernelArgs a{x, ldx, panels_.data<float>() + p * in_ * kPanel, in_,
                  bias_.data<float>() + p * kPanel, y + p * kPanel, ldy,
                  static_cast<int>(std::min<int64_t>(kPanel, out_ - p * kPanel)), accumulate};
-    switch (kIsa) {
+    switch (isa) {
+      case Isa::kAuto:
       case Isa::kAvx512:
         RunAvx512(a, m);
         break;

@@ -19,6 +19,10 @@ class PackedLinear {
  public:
   static constexpr int kPanel = 32;
 
+  // Kernel families; kAuto is the best this CPU supports.
+  enum class Isa { kAuto, kAvx512, kAvx2, kPortable };
+  static bool IsaSupported(Isa isa);
+
   PackedLinear() = default;
   // Packs w (weight [out, in], optional bias [out]). CHECK-fails only on
   // allocation failure at load time.
@@ -38,7 +42,8 @@ class PackedLinear {
   // may run on different threads.
   int64_t num_panels() const { return (out_ + kPanel - 1) / kPanel; }
   void ForwardPanels(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
-                     bool accumulate, int64_t panel_begin, int64_t panel_end) const;
+                     bool accumulate, int64_t panel_begin, int64_t panel_end,
+                     Isa isa = Isa::kAuto) const;
 
  private:
   int64_t out_ = 0;
