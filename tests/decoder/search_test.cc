@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "decoder/ctc_search.h"
@@ -35,6 +36,35 @@ TEST(TopKTest, BestFirstWithTiesToTheLowerId) {
   ASSERT_EQ(TopK(values.data(), 3, 4, ids, out), 2);
   EXPECT_EQ(ids[0], 1);
   EXPECT_EQ(ids[1], 0);
+}
+
+TEST(TopKTest, MatchesAStableSortOnLargeRows) {
+  // Quantised values make ties common; NaN and -inf appear too.
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 6000);
+    const int k = 1 + static_cast<int>(rng() % 40);
+    std::vector<float> values(n);
+    for (float& v : values) {
+      const uint32_t r = rng() % 1000;
+      v = r == 0   ? std::numeric_limits<float>::quiet_NaN()
+          : r == 1 ? -std::numeric_limits<float>::infinity()
+                   : static_cast<float>(static_cast<int>(rng() % 200)) * 0.05f;
+    }
+    std::vector<int32_t> order;
+    for (int i = 0; i < n; ++i) {
+      if (!std::isnan(values[i])) order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return values[a] > values[b]; });
+    order.resize(std::min<size_t>(order.size(), k));
+    std::vector<int32_t> ids(k);
+    std::vector<float> out(k);
+    const int count = TopK(values.data(), n, k, ids.data(), out.data());
+    ASSERT_EQ(count, static_cast<int>(order.size()));
+    ids.resize(count);
+    EXPECT_EQ(ids, order) << "n = " << n << ", k = " << k;
+  }
 }
 
 TEST(GreedySearchTest, CollapsesRepeatsAndDropsBlanks) {

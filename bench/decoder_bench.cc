@@ -1,0 +1,159 @@
+// oasr-bench-decoder: what CTC decoding costs per frame of one stream on one
+// core, for a BPE-sized vocabulary (V = 5002) and a small one (V = 30).
+//
+// Input: decoder/synthetic_log_probs.h, a realistically peaky distribution:
+// 60% of frames won by blank, the rest by one token (30% of those repeat the
+// previous token, the others drawn Zipf-like from the vocabulary), Gaussian
+// noise (sd 1) on every logit, and the winner's margin set so that it holds
+// about 90% of the probability mass (the rest spread over all other units),
+// then log-softmax. 60 s of audio (1500 frames at 40 ms), fed in chunks of 16
+// frames through CtcDecoder::DecodeChunk (search plus endpointing; partial
+// results are not built).
+//
+// Boosting: 100 phrases of 2-4 tokens, half cut from the greedy transcript of
+// the input (so they really match), half random, boost 2.0 per token.
+//
+// Goal (issue 5): under 50 us per frame per stream at V = 5002, beam 10.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "decoder/ctc_decoder.h"
+#include "decoder/greedy_search.h"
+#include "decoder/synthetic_log_probs.h"
+
+namespace oasr::decoder {
+namespace {
+
+constexpr int kFrames = 1500;
+constexpr int kChunk = 16;
+constexpr int kRepeats = 5;
+
+std::shared_ptr<const SymbolTable> Units(int vocab_size) {
+  std::vector<std::string> units = {"<blank>", "<unk>"};
+  for (int i = 2; i + 1 < vocab_size; ++i) units.push_back("\xe2\x96\x81p" + std::to_string(i));
+  units.push_back("<sos/eos>");
+  return std::make_shared<const SymbolTable>(*SymbolTable::FromUnits(units));
+}
+
+std::shared_ptr<const ContextGraph> Phrases(const std::vector<float>& lp, int vocab_size) {
+  GreedySearch greedy(0);
+  greedy.Search(lp.data(), kFrames, vocab_size);
+  Hypothesis best;
+  greedy.GetHypothesis(0, &best);
+  std::mt19937 rng(7);
+  std::vector<TokenPhrase> phrases;
+  for (int i = 0; i < 100; ++i) {
+    const int length = 2 + static_cast<int>(rng() % 3);
+    TokenPhrase phrase;
+    phrase.boost = 2.0f;
+    if (i % 2 == 0 && best.tokens.size() > static_cast<size_t>(length)) {
+      const size_t start = rng() % (best.tokens.size() - length);
+      phrase.tokens.assign(best.tokens.begin() + start, best.tokens.begin() + start + length);
+    } else {
+      for (int k = 0; k < length; ++k) phrase.tokens.push_back(2 + rng() % (vocab_size - 3));
+    }
+    phrases.push_back(std::move(phrase));
+  }
+  return *ContextGraph::Build(phrases, vocab_size);
+}
+
+struct Figures {
+  double best_us = 1e30;  // per frame, fastest repeat
+  double mean_us = 0.0;   // per frame, mean over repeats
+  std::string transcript_head;
+};
+
+Figures Run(const CtcDecoderConfig& config, const std::shared_ptr<const SymbolTable>& units,
+            std::vector<float>& lp, const std::shared_ptr<const ContextGraph>& context) {
+  auto decoder = *CtcDecoder::Create(config, units);
+  auto state = decoder->CreateState();
+  const int v = units->size();
+  Figures figures;
+  for (int repeat = 0; repeat <= kRepeats; ++repeat) {
+    decoder->ResetState(*state);
+    StreamOptions options = config.stream;
+    options.context = context;
+    if (!decoder->ConfigureStream(*state, options).ok()) std::abort();
+    const auto start = std::chrono::steady_clock::now();
+    for (int t = 0; t < kFrames; t += kChunk) {
+      const int n = std::min(kChunk, kFrames - t);
+      TensorView view(lp.data() + static_cast<size_t>(t) * v, DType::kFloat32, Shape{n, v},
+                      Device::Cpu());
+      if (!decoder->DecodeChunk(*state, view).ok()) std::abort();
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        kFrames;
+    if (repeat == 0) continue;  // warm-up: sizes the state's buffers
+    figures.best_us = std::min(figures.best_us, us);
+    figures.mean_us += us / kRepeats;
+  }
+  (void)decoder->FinalizeStream(*state);
+  const std::vector<DecodeResult> finals = decoder->TakeFinalResults(*state);
+  figures.transcript_head = finals.empty() ? "" : finals[0].nbest[0].transcript.substr(0, 24);
+  return figures;
+}
+
+int Main() {
+  std::printf(
+      "oasr-bench-decoder: CTC decoding, one stream on one core, %d frames (%.0f s) in "
+      "chunks of %d\n",
+      kFrames, kFrames * 0.04, kChunk);
+  std::printf("%-6s %-28s %12s %12s %10s\n", "V", "search", "us/frame", "mean", "x realtime");
+  std::printf("(us/frame: fastest of %d runs after a warm-up; mean: their average)\n", kRepeats);
+  for (const int v : {5002, 30}) {
+    SyntheticLogProbsOptions gen;
+    gen.num_frames = kFrames;
+    gen.vocab_size = v;
+    // Winner margin for ~90% of the mass: e^peak = 9 (V - 1) E[e^noise].
+    gen.peak = std::log(9.0f * (v - 1) * std::exp(0.5f));
+    gen.seed = 11;
+    std::vector<float> lp = SyntheticLogProbs(gen);
+    const auto units = Units(v);
+    const auto phrases = Phrases(lp, v);
+
+    struct Row {
+      const char* name;
+      SearchMethod method;
+      float skip;
+      bool boost;
+    };
+    const Row rows[] = {
+        {"greedy", SearchMethod::kGreedy, 0.0f, false},
+        {"beam 10", SearchMethod::kPrefixBeam, 0.0f, false},
+        {"beam 10 + 100 phrases", SearchMethod::kPrefixBeam, 0.0f, true},
+        {"beam 10, blank skip 0.999", SearchMethod::kPrefixBeam, 0.999f, false},
+        {"beam 10, blank skip 0.85", SearchMethod::kPrefixBeam, 0.85f, false},
+    };
+    for (const Row& row : rows) {
+      CtcDecoderConfig config;
+      config.method = row.method;
+      config.search.blank_skip_threshold = row.skip;
+      config.stream.endpoint.enabled = false;  // one 60 s segment, like the raw search
+      const Figures f = Run(config, units, lp, row.boost ? phrases : nullptr);
+      std::printf("%-6d %-28s %12.2f %12.2f %10.0f", v, row.name, f.best_us, f.mean_us,
+                  40000.0 / f.best_us);
+      if (row.skip > 0.0f) {
+        int skipped = 0;
+        for (int t = 0; t < kFrames; ++t)
+          skipped += lp[static_cast<size_t>(t) * v] >= std::log(row.skip);
+        std::printf("   (%d%% of frames skipped)", 100 * skipped / kFrames);
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf("goal: < 50 us/frame per stream at V = 5002, beam 10 (x realtime = 40 ms / cost)\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace oasr::decoder
+
+int main() { return oasr::decoder::Main(); }
