@@ -15,19 +15,32 @@
 namespace oasr::encoder {
 namespace {
 
+// Per-thread scratch that keeps its capacity between calls, so that the
+// steady state allocates (and page-faults) nothing.
+enum Slot {
+  kX, kH, kOut, kHidden, kQkv, kAttn, kQu, kQv, kScores, kConvIn, kConvMid, kConvGlu,
+  kPatches, kAct0, kAct1, kLogProbs, kNewKv, kNumSlots
+};
+
+float* Scratch(Slot slot, int64_t n) {
+  thread_local std::vector<std::vector<float>> slots(kNumSlots);
+  std::vector<float>& v = slots[slot];
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
 void AddScaled(float* y, const float* x, float alpha, int64_t n) {
   kernels::ResidualAddCpu(kernels::ResidualAddParams{y, x, alpha, n});
 }
 
 // w_2(swish(w_1 x)) on rows of x, added to y with factor 0.5 (macaron).
-void HalfFeedForward(const float* x, int64_t m, int64_t d, const LinearWeights& w1,
-                     const LinearWeights& w2, std::vector<float>& hidden,
-                     std::vector<float>& out, float* y) {
-  const int64_t units = w1.weight.dim(0);
-  cpu::Linear(x, m, d, w1, hidden.data(), units);
-  cpu::SwishInPlace(hidden.data(), m * units);
-  cpu::Linear(hidden.data(), m, units, w2, out.data(), d);
-  AddScaled(y, out.data(), 0.5f, m * d);
+void HalfFeedForward(const float* x, int64_t m, int64_t d, const PackedLinear& w1,
+                     const PackedLinear& w2, float* hidden, float* out, float* y) {
+  const int64_t units = w1.out_features();
+  w1.Forward(x, m, d, hidden, units);
+  cpu::SwishInPlace(hidden, m * units);
+  w2.Forward(hidden, m, units, out, d);
+  AddScaled(y, out, 0.5f, m * d);
 }
 
 absl::Status ShapeError(int index, const char* name, const Shape& got, const std::string& want) {
@@ -65,12 +78,19 @@ ConformerEncoder::ConformerEncoder(const ConformerModel* model, const EncoderOpt
   const ModelConfig& c = model->config();
   const int d = c.output_size, k = c.cnn_module_kernel;
   for (const ConformerLayerWeights& layer : model->weights().layers) {
+    packed_.push_back(PackedLayer{PackedLinear(layer.ff_macaron_w1), PackedLinear(layer.ff_macaron_w2),
+                                  PackedLinear(layer.ff_w1), PackedLinear(layer.ff_w2),
+                                  PackedLinear(layer.qkv), PackedLinear(layer.attn_out),
+                                  PackedLinear(layer.pointwise_conv1),
+                                  PackedLinear(layer.pointwise_conv2)});
     std::vector<float> t(static_cast<size_t>(k) * d);
     const float* w = layer.depthwise_weight.data<float>();
     for (int ch = 0; ch < d; ++ch)
       for (int j = 0; j < k; ++j) t[static_cast<size_t>(j) * d + ch] = w[ch * k + j];
     depthwise_t_.push_back(std::move(t));
   }
+  embed_out_ = PackedLinear(model->weights().embed_out);
+  ctc_ = PackedLinear(model->weights().ctc);
   table_ = std::make_unique<RelPositionTable>(&model->weights(), d, options.max_table_positions);
 }
 
@@ -97,15 +117,15 @@ void ConformerEncoder::Subsample(const float* feats, int64_t feat_frames, float*
   const int64_t d = config().output_size;
   int64_t t_in = feat_frames, f_in = config().input_dim, ch = 1;
   const float* src = feats;
-  std::vector<float> act, patches;
+  Slot act_slot = kAct0;
   for (size_t i = 0; i < w.conv_kernel.size(); ++i) {
     const int64_t k = w.conv_kernel[i], s = w.conv_stride[i];
     const int64_t t_out = (t_in - k) / s + 1, f_out = (f_in - k) / s + 1;
     const int64_t patch = k * k * ch;
-    patches.resize(static_cast<size_t>(t_out * f_out * patch));
+    float* patches = Scratch(kPatches, t_out * f_out * patch);
     for (int64_t t = 0; t < t_out; ++t) {
       for (int64_t f = 0; f < f_out; ++f) {
-        float* dst = patches.data() + (t * f_out + f) * patch;
+        float* dst = patches + (t * f_out + f) * patch;
         for (int64_t a = 0; a < k; ++a) {
           // k consecutive frequency cells of one time row are contiguous.
           const float* row = src + ((t * s + a) * f_in + f * s) * ch;
@@ -113,21 +133,21 @@ void ConformerEncoder::Subsample(const float* feats, int64_t feat_frames, float*
         }
       }
     }
-    std::vector<float> next(static_cast<size_t>(t_out * f_out * d));
-    cpu::GemmNT(t_out * f_out, d, patch, 1.0f, patches.data(), patch,
-                w.conv_weight[i].data<float>(), patch, 0.0f, next.data(), d);
+    float* next = Scratch(act_slot, t_out * f_out * d);
+    cpu::GemmNT(t_out * f_out, d, patch, 1.0f, patches, patch, w.conv_weight[i].data<float>(),
+                patch, 0.0f, next, d);
     const float* bias = w.conv_bias[i].data<float>();
     for (int64_t r = 0; r < t_out * f_out; ++r) {
-      float* row = next.data() + r * d;
+      float* row = next + r * d;
       for (int64_t j = 0; j < d; ++j) row[j] = std::max(row[j] + bias[j], 0.0f);
     }
-    act = std::move(next);
-    src = act.data();
+    src = next;
+    act_slot = act_slot == kAct0 ? kAct1 : kAct0;
     t_in = t_out;
     f_in = f_out;
     ch = d;
   }
-  cpu::Linear(src, t_in, f_in * d, w.embed_out, out, d);
+  embed_out_.Forward(src, t_in, f_in * d, out, d);
   const float scale = std::sqrt(static_cast<float>(d));
   for (int64_t i = 0; i < t_in * d; ++i) out[i] *= scale;
 }
@@ -163,12 +183,21 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
   }
   const int64_t m_conv = m + nb * k1;
 
-  std::vector<float> x(m * d), h(m * d), out(m * d), hidden(m * std::max(units, d));
-  std::vector<float> qkv(m * 3 * d), attn(m * d), q_u(m * dk), q_v(m * dk);
-  std::vector<float> scores(max_keys * std::max<int64_t>(*std::max_element(rows.begin(), rows.end()), 1));
-  std::vector<float> conv_in(m_conv * d), conv_mid(m_conv * 2 * d), conv_glu(m_conv * d);
+  const int64_t max_rows = *std::max_element(rows.begin(), rows.end());
+  float* x = Scratch(kX, m * d);
+  float* h = Scratch(kH, m * d);
+  float* out = Scratch(kOut, m * d);
+  float* hidden = Scratch(kHidden, m * units);
+  float* qkv = Scratch(kQkv, m * 3 * d);
+  float* attn = Scratch(kAttn, m * d);
+  float* q_u = Scratch(kQu, max_rows * dk);
+  float* q_v = Scratch(kQv, max_rows * dk);
+  float* scores = Scratch(kScores, max_keys * max_rows);
+  float* conv_in = Scratch(kConvIn, m_conv * d);
+  float* conv_mid = Scratch(kConvMid, m_conv * 2 * d);
+  float* conv_glu = Scratch(kConvGlu, m_conv * d);
 
-  for (int64_t b = 0; b < nb; ++b) Subsample(streams[b].feats, streams[b].feat_frames, x.data() + begin[b] * d);
+  for (int64_t b = 0; b < nb; ++b) Subsample(streams[b].feats, streams[b].feat_frames, x + begin[b] * d);
 
   // Position rows: from the shared table below its limit, projected here above.
   table_->Ensure(max_end);
@@ -187,21 +216,22 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
   std::vector<PosSegment> pos;
   for (int l = 0; l < layers; ++l) {
     const ConformerLayerWeights& lw = w.layers[l];
+    const PackedLayer& pw = packed_[l];
     // Macaron feed-forward.
-    cpu::LayerNormRows(x.data(), m, d, d, lw.norm_ff_macaron, h.data(), d);
-    HalfFeedForward(h.data(), m, d, lw.ff_macaron_w1, lw.ff_macaron_w2, hidden, out, x.data());
+    cpu::LayerNormRows(x, m, d, d, lw.norm_ff_macaron, h, d);
+    HalfFeedForward(h, m, d, pw.ff_macaron_w1, pw.ff_macaron_w2, hidden, out, x);
 
     // Self-attention.
-    cpu::LayerNormRows(x.data(), m, d, d, lw.norm_mha, h.data(), d);
-    cpu::Linear(h.data(), m, d, lw.qkv, qkv.data(), 3 * d);
+    cpu::LayerNormRows(x, m, d, d, lw.norm_mha, h, d);
+    pw.qkv.Forward(h, m, d, qkv, 3 * d);
     float* kv_out = new_kv + static_cast<int64_t>(l) * m * 2 * d;
     for (int64_t r = 0; r < m; ++r) {
-      std::memcpy(kv_out + r * 2 * d, qkv.data() + r * 3 * d + d, 2 * d * sizeof(float));
+      std::memcpy(kv_out + r * 2 * d, qkv + r * 3 * d + d, 2 * d * sizeof(float));
     }
     const float* u = lw.pos_bias_u.data<float>();
     const float* v = lw.pos_bias_v.data<float>();
     for (int64_t b = 0; b < nb; ++b) {
-      const float* q_rows = qkv.data() + begin[b] * 3 * d;
+      const float* q_rows = qkv + begin[b] * 3 * d;
       for (int64_t head = 0; head < heads; ++head) {
         for (int64_t r = 0; r < rows[b]; ++r) {
           const float* q = q_rows + r * 3 * d + head * dk;
@@ -229,8 +259,8 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
           }
         }
         RelPosAttentionParams params;
-        params.q_u = q_u.data();
-        params.q_v = q_v.data();
+        params.q_u = q_u;
+        params.q_v = q_v;
         params.ldq = dk;
         params.queries = rows[b];
         params.d_k = dk;
@@ -238,33 +268,33 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
         params.num_kv = static_cast<int>(kv.size());
         params.pos = pos.data();
         params.num_pos = static_cast<int>(pos.size());
-        params.out = attn.data() + begin[b] * d + head * dk;
+        params.out = attn + begin[b] * d + head * dk;
         params.ldo = d;
-        params.scores = scores.data();
+        params.scores = scores;
         RelPosAttentionCpu(params);
       }
     }
-    cpu::Linear(attn.data(), m, d, lw.attn_out, x.data(), d, /*accumulate=*/true);
+    pw.attn_out.Forward(attn, m, d, x, d, /*accumulate=*/true);
 
     // Convolution module: each stream's cached rows, then its new rows.
-    cpu::LayerNormRows(x.data(), m, d, d, lw.norm_conv, h.data(), d);
+    cpu::LayerNormRows(x, m, d, d, lw.norm_conv, h, d);
     for (int64_t b = 0; b < nb; ++b) {
-      float* g = conv_in.data() + (begin[b] + b * k1) * d;
+      float* g = conv_in + (begin[b] + b * k1) * d;
       std::memcpy(g, streams[b].cnn_cache + l * k1 * d, k1 * d * sizeof(float));
-      std::memcpy(g + k1 * d, h.data() + begin[b] * d, rows[b] * d * sizeof(float));
+      std::memcpy(g + k1 * d, h + begin[b] * d, rows[b] * d * sizeof(float));
     }
     for (int64_t b = 0; b < nb; ++b) {
-      const float* g = conv_in.data() + (begin[b] + b * k1) * d;
+      const float* g = conv_in + (begin[b] + b * k1) * d;
       std::memcpy(streams[b].cnn_cache_out + l * k1 * d, g + rows[b] * d, k1 * d * sizeof(float));
     }
-    cpu::Linear(conv_in.data(), m_conv, d, lw.pointwise_conv1, conv_mid.data(), 2 * d);
-    cpu::GluRows(conv_mid.data(), m_conv, d, conv_glu.data());
+    pw.pointwise_conv1.Forward(conv_in, m_conv, d, conv_mid, 2 * d);
+    cpu::GluRows(conv_mid, m_conv, d, conv_glu);
     const float* dw = depthwise_t_[l].data();
     const float* dw_bias = lw.depthwise_bias.data<float>();
     for (int64_t b = 0; b < nb; ++b) {
-      const float* g = conv_glu.data() + (begin[b] + b * k1) * d;
+      const float* g = conv_glu + (begin[b] + b * k1) * d;
       for (int64_t t = 0; t < rows[b]; ++t) {
-        float* o = out.data() + (begin[b] + t) * d;
+        float* o = out + (begin[b] + t) * d;
         std::copy(dw_bias, dw_bias + d, o);
         for (int64_t j = 0; j <= k1; ++j) {
           const float* in = g + (t + j) * d;
@@ -274,20 +304,20 @@ absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& st
       }
     }
     if (c.cnn_module_norm == ConvNorm::kLayerNorm) {
-      cpu::LayerNormRows(out.data(), m, d, d, lw.conv_norm, out.data(), d);
+      cpu::LayerNormRows(out, m, d, d, lw.conv_norm, out, d);
     } else {
-      cpu::AffineRows(out.data(), m, d, d, lw.conv_norm);
+      cpu::AffineRows(out, m, d, d, lw.conv_norm);
     }
-    cpu::SwishInPlace(out.data(), m * d);
-    cpu::Linear(out.data(), m, d, lw.pointwise_conv2, x.data(), d, /*accumulate=*/true);
+    cpu::SwishInPlace(out, m * d);
+    pw.pointwise_conv2.Forward(out, m, d, x, d, /*accumulate=*/true);
 
     // Feed-forward, then the layer's final norm.
-    cpu::LayerNormRows(x.data(), m, d, d, lw.norm_ff, h.data(), d);
-    HalfFeedForward(h.data(), m, d, lw.ff_w1, lw.ff_w2, hidden, out, x.data());
-    cpu::LayerNormRows(x.data(), m, d, d, lw.norm_final, x.data(), d);
+    cpu::LayerNormRows(x, m, d, d, lw.norm_ff, h, d);
+    HalfFeedForward(h, m, d, pw.ff_w1, pw.ff_w2, hidden, out, x);
+    cpu::LayerNormRows(x, m, d, d, lw.norm_final, x, d);
   }
-  cpu::LayerNormRows(x.data(), m, d, d, w.after_norm, x.data(), d);
-  cpu::Linear(x.data(), m, d, w.ctc, log_probs, c.output_dim);
+  cpu::LayerNormRows(x, m, d, d, w.after_norm, x, d);
+  ctc_.Forward(x, m, d, log_probs, c.output_dim);
   cpu::LogSoftmaxRows(log_probs, m, c.output_dim);
   return absl::OkStatus();
 }
@@ -354,8 +384,9 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
                               in.cnn_cache.data<float>(), outputs[b].cnn_cache.data<float>()};
     m += OutputFrames(in.feats.dim(0));
   }
-  std::vector<float> log_probs(m * vocab), new_kv(layers * m * 2 * d);
-  OASR_RETURN_IF_ERROR(ForwardCohort(streams, log_probs.data(), new_kv.data()));
+  float* log_probs = Scratch(kLogProbs, m * vocab);
+  float* new_kv = Scratch(kNewKv, layers * m * 2 * d);
+  OASR_RETURN_IF_ERROR(ForwardCohort(streams, log_probs, new_kv));
 
   int64_t row = 0;
   for (size_t b = 0; b < inputs.size(); ++b) {
@@ -363,7 +394,7 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
     const int64_t t1 = inputs[b].att_cache.dim(2);
     DenseChunkOutput& o = outputs[b];
     OASR_ASSIGN_OR_RETURN(o.log_probs, Tensor::Empty({rows, vocab}, DType::kFloat32));
-    std::memcpy(o.log_probs.data(), log_probs.data() + row * vocab, o.log_probs.nbytes());
+    std::memcpy(o.log_probs.data(), log_probs + row * vocab, o.log_probs.nbytes());
     // Keep the last `keep` of the t1 + rows keys, as WeNet's forward_chunk.
     const int64_t total = t1 + rows;
     const int64_t keep = required_cache_size < 0 ? total : std::min<int64_t>(total, required_cache_size);
@@ -376,7 +407,7 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
           if (i < t1) {
             std::memcpy(dst, old_cache + ((l * heads + head) * t1 + i) * 2 * dk, 2 * dk * sizeof(float));
           } else {
-            const float* src = new_kv.data() + (l * m + row + i - t1) * 2 * d + head * dk;
+            const float* src = new_kv + (l * m + row + i - t1) * 2 * d + head * dk;
             std::memcpy(dst, src, dk * sizeof(float));
             std::memcpy(dst + dk, src + d, dk * sizeof(float));
           }

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "common/tensor.h"
 #include "encoder/conformer_model.h"
+#include "encoder/packed_linear.h"
 #include "encoder/rel_pos_attention.h"
 #include "encoder/rel_position_table.h"
 
@@ -112,6 +113,14 @@ class ConformerEncoder {
 
   const ConformerModel* model_;
   EncoderOptions options_;
+  // Every Linear of the model, packed for small row counts.
+  struct PackedLayer {
+    PackedLinear ff_macaron_w1, ff_macaron_w2, ff_w1, ff_w2, qkv, attn_out, pointwise_conv1,
+        pointwise_conv2;
+  };
+  std::vector<PackedLayer> packed_;
+  PackedLinear embed_out_;
+  PackedLinear ctc_;
   // Depthwise conv weights transposed to [K, d] per layer, for row-wise sums.
   std::vector<std::vector<float>> depthwise_t_;
   std::unique_ptr<RelPositionTable> table_;

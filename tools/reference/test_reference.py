@@ -101,6 +101,32 @@ class StreamingEqualsFullTest(unittest.TestCase):
         self.assertGreater((a - b).abs().max().item(), 1e-4)
 
 
+class StateDictNamesTest(unittest.TestCase):
+    def test_names_are_wenets(self):
+        """Exactly spec section 5's names, so checkpoints load both ways."""
+        model = ConformerCtcModel(small_config(num_blocks=1, cnn_module_norm="batch_norm"))
+        names = set(model.weights_state_dict())
+        layer = "encoder.encoders.0."
+        expected = {"encoder.global_cmvn.mean", "encoder.global_cmvn.istd",
+                    "encoder.after_norm.weight", "encoder.after_norm.bias",
+                    "ctc.ctc_lo.weight", "ctc.ctc_lo.bias",
+                    layer + "self_attn.linear_pos.weight", layer + "self_attn.pos_bias_u",
+                    layer + "self_attn.pos_bias_v",
+                    layer + "conv_module.norm.running_mean", layer + "conv_module.norm.running_var"}
+        for prefix in ("encoder.embed.conv.0", "encoder.embed.conv.2", "encoder.embed.out.0"):
+            expected |= {prefix + ".weight", prefix + ".bias"}
+        for sub in ("self_attn.linear_q", "self_attn.linear_k", "self_attn.linear_v",
+                    "self_attn.linear_out", "feed_forward.w_1", "feed_forward.w_2",
+                    "feed_forward_macaron.w_1", "feed_forward_macaron.w_2",
+                    "conv_module.pointwise_conv1", "conv_module.depthwise_conv",
+                    "conv_module.norm", "conv_module.pointwise_conv2", "norm_ff", "norm_mha",
+                    "norm_ff_macaron", "norm_conv", "norm_final"):
+            expected |= {layer + sub + ".weight", layer + sub + ".bias"}
+        self.assertEqual(names, expected)
+        six = ConformerCtcModel(small_config(num_blocks=1, input_layer="conv2d6"))
+        self.assertIn("encoder.embed.linear.weight", six.weights_state_dict())
+
+
 class FrontendTest(unittest.TestCase):
     def test_cmvn_from_stats(self):
         feats = torch.randn(500, 80, dtype=torch.float64) * 3 + 2

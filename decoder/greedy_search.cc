@@ -1,0 +1,64 @@
+#include "decoder/greedy_search.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace oasr::decoder {
+
+GreedySearch::GreedySearch(int blank_id) : blank_id_(blank_id) { Reset(); }
+
+void GreedySearch::Reset() {
+  tokens_.clear();
+  frames_.clear();
+  log_probs_.clear();
+  previous_ = -1;
+  score_ = 0.0;
+  frame_ = 0;
+}
+
+void GreedySearch::SetContextGraph(const ContextGraph* /*graph*/) {
+  OASR_CHECK(frame_ == 0, "the context graph can only change before the first frame");
+}
+
+void GreedySearch::Search(const float* log_probs, int num_frames, int vocab_size) {
+  for (int t = 0; t < num_frames; ++t, ++frame_) {
+    int32_t best = -1;
+    float best_lp = kLogZero;
+    TopK(log_probs + static_cast<int64_t>(t) * vocab_size, vocab_size, 1, &best, &best_lp);
+    if (best < 0) {  // a row of NaN carries no evidence; treat it as silence
+      previous_ = blank_id_;
+      continue;
+    }
+    score_ += best_lp;
+    if (best == blank_id_) {
+      previous_ = best;
+      continue;
+    }
+    if (best == previous_) {
+      frames_.back() = static_cast<int32_t>(frame_);
+      log_probs_.back() = std::max(log_probs_.back(), best_lp);
+    } else {
+      tokens_.push_back(best);
+      frames_.push_back(static_cast<int32_t>(frame_));
+      log_probs_.push_back(best_lp);
+    }
+    previous_ = best;
+  }
+}
+
+void GreedySearch::GetHypothesis(int rank, Hypothesis* out) const {
+  OASR_CHECK_EQ(rank, 0);
+  out->tokens.assign(tokens_.begin(), tokens_.end());
+  out->token_frames.assign(frames_.begin(), frames_.end());
+  out->token_confidences.resize(log_probs_.size());
+  for (size_t i = 0; i < log_probs_.size(); ++i) {
+    out->token_confidences[i] = std::exp(log_probs_[i]);
+  }
+  out->score = static_cast<float>(score_);
+  out->ctc_score = static_cast<float>(score_);
+  out->context_score = 0.0f;
+  out->viterbi_score = static_cast<float>(score_);
+}
+
+}  // namespace oasr::decoder

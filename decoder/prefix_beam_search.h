@@ -1,0 +1,143 @@
+// CTC prefix beam search with WeNet's semantics (runtime/core/decoder/
+// ctc_prefix_beam_search.cc), streaming frame by frame.
+//
+// Per kept prefix: the log-probability of all alignments ending in blank (s)
+// and in its last token (ns), the best single alignment of each kind (v_s,
+// v_ns) and that alignment's token times. Per frame: the first beam expands
+// only the top-k tokens (ties to the lower id); the second beam keeps the
+// best `beam_size` prefixes by logaddexp(s, ns) + phrase bonus.
+//
+// Where WeNet leaves an order unspecified (hash-map iteration, std::sort of
+// equal scores) this search is deterministic: tokens are expanded best first,
+// kept prefixes best first, a Viterbi score must be strictly better to replace
+// an earlier one, and equal totals keep the order in which the prefixes were
+// first reached. tools/ctc_reference.py follows the same rules.
+//
+// Memory: prefixes are nodes of a trie and alignments nodes of persistent
+// lists, so a frame costs O(beam * k) whatever the prefix length; both arenas
+// are compacted when half of them is garbage. Merging a new prefix with an
+// existing one is one hash lookup on (parent node, token).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "decoder/ctc_search.h"
+#include "decoder/flat_int_map.h"
+
+namespace oasr::decoder {
+
+struct PrefixBeamSearchOptions {
+  int beam_size = 10;        // second beam: prefixes kept after each frame
+  int first_beam_size = 10;  // first beam: tokens expanded per frame (capped at V)
+  int blank_id = 0;
+  // Frames with P(blank) >= this skip the expansion: every prefix just takes
+  // the blank (exactly what the search would do if blank were the only token
+  // in the first beam). 0 turns skipping off (the default, WeNet's behaviour);
+  // values near 1 (0.999) make it nearly lossless and save most of the work on
+  // silence.
+  float blank_skip_threshold = 0.0f;
+
+  // INVALID_ARGUMENT naming the field, its value and the limit: beam_size and
+  // first_beam_size in [1, 1024], blank_id >= 0, blank_skip_threshold in [0, 1].
+  absl::Status Validate() const;
+};
+
+// Thread-safety: none; one stream is decoded by one thread at a time.
+class PrefixBeamSearch final : public CtcSearch {
+ public:
+  // `options` must be valid (CHECK).
+  explicit PrefixBeamSearch(const PrefixBeamSearchOptions& options);
+
+  void Reset() override;
+  void SetContextGraph(const ContextGraph* graph) override;
+  void Search(const float* log_probs, int num_frames, int vocab_size) override;
+  void Finalize() override;
+  int NumHypotheses() const override { return static_cast<int>(hyps_.size()); }
+  void GetHypothesis(int rank, Hypothesis* out) const override;
+  bool DecodedSomething() const override;
+  int64_t num_frames() const override { return frame_; }
+
+  // Arena sizes, for tests of compaction and memory reuse.
+  size_t trie_nodes() const { return trie_.size(); }
+  size_t path_nodes() const { return paths_.size(); }
+
+ private:
+  static constexpr int32_t kNone = -1;
+
+  // A prefix: the node of its last token. The phrase-boosting state depends on
+  // the prefix alone, so it lives here.
+  struct TrieNode {
+    int32_t parent;
+    int32_t token;
+    int32_t context_state;
+    float context_score;
+    uint32_t stamp;  // frame in which `candidate` is valid
+    int32_t candidate;
+  };
+  // One token of an alignment: persistent list linked towards the start.
+  struct PathNode {
+    int32_t prev;
+    int32_t frame;
+    float log_prob;  // best posterior of the token's run along the alignment
+  };
+  struct Hyp {
+    int32_t node;
+    float s, ns;                // blank- and token-ending log-probabilities
+    float v_s, v_ns;            // their best single alignments
+    int32_t times_s, times_ns;  // those alignments' token lists
+    float context;              // phrase bonus (pending part removed by Finalize)
+    float total;                // LogAdd(s, ns) + context
+  };
+  // A prefix reached in the current frame.
+  struct Candidate {
+    int32_t node;    // trie node, or kNone for an extension not in the trie yet
+    int32_t source;  // for a new extension: the hyp it extends ...
+    int32_t token;   // ... and the token
+    int32_t context_state;
+    float context;
+    float s, ns, v_s, v_ns;
+    int32_t times_s;
+    int32_t ns_base;    // alignment the best token-ending alignment extends
+    float ns_log_prob;  // log-prob of the token in this frame
+    bool ns_continues;  // the token's run goes on (replace) or starts (append)
+    float total;
+  };
+
+  static float Viterbi(const Hyp& h) { return h.v_s > h.v_ns ? h.v_s : h.v_ns; }
+  static int32_t Times(const Hyp& h) { return h.v_s > h.v_ns ? h.times_s : h.times_ns; }
+
+  void ExpandFrame(const float* log_probs, int vocab_size);
+  void SkipBlankFrame(float blank_log_prob);
+  int32_t CandidateForNode(int32_t node);
+  int32_t CandidateForExtension(int32_t hyp, int32_t token);
+  void PruneAndCommit();
+  int32_t AddTrieNode(int32_t parent, int32_t token, int32_t context_state, float context);
+  int32_t AddPathNode(int32_t prev, int32_t frame, float log_prob);
+  void CompactTrie();
+  void CompactPaths();
+
+  PrefixBeamSearchOptions options_;
+  float skip_log_threshold_;
+  const ContextGraph* graph_ = nullptr;
+
+  std::vector<TrieNode> trie_, trie_spare_;
+  FlatIntMap children_;  // (parent node, token) -> node
+  std::vector<PathNode> paths_, paths_spare_;
+  std::vector<int32_t> remap_;
+  size_t trie_compact_at_ = 0;
+  size_t paths_compact_at_ = 0;
+
+  std::vector<Hyp> hyps_, next_hyps_;
+  std::vector<Candidate> candidates_;
+  std::vector<int32_t> order_;
+  std::vector<int32_t> top_ids_;
+  std::vector<float> top_log_probs_;
+
+  uint32_t stamp_ = 0;
+  int32_t frame_ = 0;
+  bool finalized_ = false;
+};
+
+}  // namespace oasr::decoder

@@ -1,0 +1,49 @@
+// Helpers shared by the decoder tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "decoder/symbol_table.h"
+
+namespace oasr::decoder::testing {
+
+// A units table from a list, failing the test on error.
+inline std::shared_ptr<const SymbolTable> MakeUnits(std::vector<std::string> units) {
+  absl::StatusOr<SymbolTable> table = SymbolTable::FromUnits(std::move(units));
+  EXPECT_TRUE(table.ok()) << table.status();
+  return std::make_shared<const SymbolTable>(std::move(*table));
+}
+
+// `<blank>`, then units "t1".."t{V-2}", then `<sos/eos>`: V units.
+inline std::shared_ptr<const SymbolTable> NumberedUnits(int vocab_size) {
+  std::vector<std::string> units = {"<blank>"};
+  for (int i = 1; i + 1 < vocab_size; ++i) units.push_back("t" + std::to_string(i));
+  units.push_back("<sos/eos>");
+  return MakeUnits(units);
+}
+
+// Log-probabilities [T, V] from probability rows (each row normalised here).
+inline std::vector<float> LogRows(const std::vector<std::vector<float>>& probs) {
+  std::vector<float> out;
+  for (const std::vector<float>& row : probs) {
+    float sum = 0.0f;
+    for (float p : row) sum += p;
+    for (float p : row) out.push_back(std::log(p / sum));
+  }
+  return out;
+}
+
+// A host float32 view [T, V] of `data`.
+inline TensorView View(std::vector<float>& data, int vocab_size) {
+  return TensorView(data.data(), DType::kFloat32,
+                    Shape{static_cast<int64_t>(data.size()) / vocab_size, vocab_size},
+                    Device::Cpu());
+}
+
+}  // namespace oasr::decoder::testing
