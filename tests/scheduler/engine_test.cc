@@ -35,12 +35,12 @@ std::vector<int16_t> MakeAudio(std::mt19937& rng, double seconds, int rate) {
   return out;
 }
 
-struct Setup {
+struct TestEngine {
   std::unique_ptr<Engine> engine;
   const ConformerStreamingModel* model = nullptr;  // Owned by the engine.
 };
 
-Setup MakeEngine(EngineConfig config) {
+TestEngine MakeEngine(EngineConfig config) {
   auto model = ConformerStreamingModel::Load(kModelDir, {});
   EXPECT_TRUE(model.ok()) << model.status();
   auto units = decoder::SymbolTable::Load(kModelDir + "/units.txt");
@@ -48,7 +48,7 @@ Setup MakeEngine(EngineConfig config) {
   auto dec = decoder::CtcDecoder::Create(
       config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
   EXPECT_TRUE(dec.ok()) << dec.status();
-  Setup setup;
+  TestEngine setup;
   setup.model = model->get();
   auto engine = Engine::Create(config, std::move(*model), std::move(*dec));
   EXPECT_TRUE(engine.ok()) << engine.status();
@@ -166,7 +166,7 @@ TEST(EngineTest, ManyStreamsEachGetWhatTheyGetAlone) {
   config.max_batch_size = 24;
   config.max_waiting = 400;
   config.max_wait_ms = 5;
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
 
   struct Sim {
@@ -248,15 +248,16 @@ TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
   config.max_batch_size = 4;
   config.max_blocks_per_seq = 3;  // 3 chunks of history, unlimited left context.
   config.num_left_chunks = -1;
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
   const cache::CacheConfig& cc = engine.cache_config();
   const int64_t ceiling_frames = cc.max_stream_frames();
   ASSERT_EQ(ceiling_frames, 3 * cc.chunk_size);
 
   std::mt19937 rng(7);
-  std::vector<int16_t> audio = MakeAudio(rng, 5.0, 16000);  // Longer than the ceiling.
-  std::vector<int16_t> short_audio = MakeAudio(rng, 0.6, 16000);
+  const double ceiling_s = ceiling_frames * 0.04;
+  std::vector<int16_t> audio = MakeAudio(rng, 3 * ceiling_s, 16000);  // Past the ceiling.
+  std::vector<int16_t> short_audio = MakeAudio(rng, 0.6 * ceiling_s, 16000);
   auto stream = *engine.OpenStream({});
   auto other = *engine.OpenStream({});
   ASSERT_TRUE(stream->PushAudio(audio).ok());
@@ -282,7 +283,7 @@ TEST(EngineTest, WaitingStreamsAreAdmittedInOrder) {
   EngineConfig config;
   config.max_batch_size = 1;
   config.max_wait_ms = 0;  // Everyone is past the window: strict arrival order.
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
   std::mt19937 rng(3);
   std::vector<std::unique_ptr<EngineStream>> streams;
@@ -315,7 +316,7 @@ TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
   EngineConfig config;
   config.max_batch_size = 2;
   config.max_waiting = 3;
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
   std::mt19937 rng(11);
   std::vector<std::unique_ptr<EngineStream>> streams;
@@ -350,7 +351,7 @@ TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
 TEST(EngineTest, CancelMidStreamFreesEverything) {
   EngineConfig config;
   config.max_batch_size = 4;
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
   std::mt19937 rng(5);
   for (int i = 0; i < 20; ++i) {
@@ -368,7 +369,7 @@ TEST(EngineTest, CancelMidStreamFreesEverything) {
 TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
   EngineConfig config;
   config.max_buffered_audio_s = 0.5;
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   std::mt19937 rng(9);
   auto s = *setup.engine->OpenStream({});
   absl::Status pushed = s->PushAudio(MakeAudio(rng, 1.0, 16000));
@@ -382,7 +383,7 @@ TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
 
 TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
   EngineConfig config;
-  Setup setup = MakeEngine(config);
+  TestEngine setup = MakeEngine(config);
   std::mt19937 rng(13);
   StreamRequest request;
   request.decode.single_utterance = true;
@@ -398,7 +399,7 @@ TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
 }
 
 TEST(EngineTest, BadRequestsNameTheField) {
-  Setup setup = MakeEngine({});
+  TestEngine setup = MakeEngine({});
   StreamRequest request;
   request.sample_rate = 96000;
   auto s = setup.engine->OpenStream(request);
