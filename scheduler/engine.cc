@@ -1,0 +1,586 @@
+#include "scheduler/engine.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "absl/strings/str_cat.h"
+#include "cache/pool_sizing.h"
+#include "common/check.h"
+#include "spdlog/spdlog.h"
+
+namespace oasr::scheduler {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+absl::Status EngineConfig::Validate() const {
+  if (max_batch_size < 1 || max_batch_size > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_size: ", max_batch_size, " is outside [1, 65536]"));
+  }
+  if (max_waiting < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_waiting: ", max_waiting, " is negative"));
+  }
+  if (max_wait_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_wait_ms: ", max_wait_ms, " is negative"));
+  }
+  if (max_num_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_num_blocks: ", max_num_blocks, " is negative (0 derives it)"));
+  }
+  if (max_blocks_per_seq < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_blocks_per_seq: ", max_blocks_per_seq, " must be at least 1"));
+  }
+  if (num_left_chunks < -2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_left_chunks: ", num_left_chunks, " is below -2 (-2 keeps the model's, -1 unlimited)"));
+  }
+  if (!(max_buffered_audio_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_buffered_audio_s: ", max_buffered_audio_s, " must be positive"));
+  }
+  return decoder.Validate();
+}
+
+// A command from another thread to the scheduler.
+struct Engine::Command {
+  enum class Type { kOpen, kAudio, kEnd, kCancel };
+  Type type = Type::kAudio;
+  int64_t stream_id = 0;
+  Clock::time_point time = Clock::now();
+  std::vector<int16_t> audio;                 // kAudio
+  std::shared_ptr<StreamShared> shared;       // kOpen
+  StreamRequest request;                      // kOpen
+  absl::Status error;                         // kCancel: why (OK: the client left)
+};
+
+// One stream, owned by the scheduler thread.
+struct Engine::Stream {
+  int64_t id = 0;
+  StreamRequest request;
+  std::shared_ptr<StreamShared> shared;
+  std::unique_ptr<encoder::FeaturePipeline> frontend;
+  std::optional<cache::StreamContext> context;  // Set while admitted.
+  bool admitted = false;
+  int64_t chunks_done = 0;
+  int64_t offset = 0;  // Encoder frames decoded.
+  bool input_finished = false;
+  Clock::time_point opened;
+  Clock::time_point last_audio;     // Arrival of the latest audio command.
+  std::optional<Clock::time_point> ready_since;  // When the next chunk's audio was complete.
+  std::string last_partial;         // Transcript of the last interim result sent.
+  std::vector<float> window;        // [window_frames, feature_dim] scratch, sized once.
+  int64_t window_frames = 0;        // Frames of the chunk now in flight.
+};
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
+                                                       std::unique_ptr<StreamingModel> model,
+                                                       std::unique_ptr<decoder::CtcDecoder> decoder) {
+  if (absl::Status status = config.Validate(); !status.ok()) return status;
+  if (model == nullptr || decoder == nullptr) {
+    return absl::InvalidArgumentError("Engine::Create: model and decoder are required");
+  }
+  if (decoder->vocab_size() != model->geometry().vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decoder units: ", decoder->vocab_size(), " units but the model has ",
+                     model->geometry().vocab_size, " outputs"));
+  }
+  std::unique_ptr<Engine> engine(new Engine(config, std::move(model), std::move(decoder)));
+  if (absl::Status status = engine->Init(); !status.ok()) return status;
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::Engine(const EngineConfig& config, std::unique_ptr<StreamingModel> model,
+               std::unique_ptr<decoder::CtcDecoder> decoder)
+    : config_(config), model_(std::move(model)), decoder_(std::move(decoder)) {}
+
+absl::Status Engine::Init() {
+  const ModelGeometry& g = model_->geometry();
+  cache::CacheConfig c = model_->BaseCacheConfig();
+  c.chunk_size = g.chunk_size;
+  c.num_left_chunks = config_.num_left_chunks == -2 ? g.num_left_chunks : config_.num_left_chunks;
+  c.block_size_frames = g.chunk_size;
+  c.max_batch_size = config_.max_batch_size;
+  c.max_blocks_per_seq = config_.max_blocks_per_seq;
+  c.max_num_blocks = config_.max_num_blocks;
+  c.host_pool_budget_bytes = static_cast<int64_t>(config_.cpu_pool_bytes);
+  absl::StatusOr<cache::CacheConfig> resolved = cache::ResolveCacheConfig(c);
+  if (!resolved.ok()) return resolved.status();
+  cache_config_ = *resolved;
+
+  absl::StatusOr<std::unique_ptr<cache::BlockPool>> pool = cache::BlockPool::Create(cache_config_);
+  if (!pool.ok()) return pool.status();
+  pool_ = std::move(*pool);
+  slots_ = std::make_unique<cache::StreamSlotPool>(cache_config_.max_batch_size);
+  absl::StatusOr<std::unique_ptr<cache::AttentionCacheManager>> attention =
+      cache::AttentionCacheManager::Create(pool_.get());
+  if (!attention.ok()) return attention.status();
+  attention_ = std::move(*attention);
+  absl::StatusOr<std::unique_ptr<cache::CnnCacheManager>> cnn =
+      cache::CnnCacheManager::Create(cache_config_);
+  if (!cnn.ok()) return cnn.status();
+  cnn_ = std::move(*cnn);
+  ctc_ = std::make_unique<cache::CtcStateCacheManager>(decoder_.get(), cache_config_.max_batch_size);
+
+  conv_scratch_.assign(static_cast<size_t>(cache_config_.max_batch_size) * cache_config_.num_layers *
+                           cache_config_.cnn_cache_frames() * cache_config_.hidden_dim,
+                       0.0f);
+  log_probs_.assign(static_cast<size_t>(cache_config_.max_batch_size) * g.chunk_size * g.vocab_size,
+                    0.0f);
+  rows_.reserve(cache_config_.max_batch_size);
+  row_streams_.reserve(cache_config_.max_batch_size);
+  row_ids_.reserve(cache_config_.max_batch_size);
+  active_.reserve(cache_config_.max_batch_size);
+  stats_.pool_blocks_total = cache_config_.max_num_blocks;
+  spdlog::info(
+      "engine: {} slots, chunk {} frames, left chunks {}, pool {} blocks ({:.1f} MiB), "
+      "max stream {:.1f} s",
+      cache_config_.max_batch_size, g.chunk_size, cache_config_.num_left_chunks,
+      cache_config_.max_num_blocks, cache_config_.pool_bytes() / 1048576.0,
+      cache_config_.max_stream_seconds());
+  return absl::OkStatus();
+}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      if (!thread_.joinable()) return;
+    }
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && std::this_thread::get_id() != thread_.get_id()) thread_.join();
+}
+
+absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamRequest& request,
+                                                                 std::function<void()> notify) {
+  if (request.sample_rate < 8000 || request.sample_rate > 48000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample_rate_hertz: ", request.sample_rate, " is outside [8000, 48000]"));
+  }
+  if (absl::Status status = request.decode.Validate(); !status.ok()) return status;
+  auto shared = std::make_shared<StreamShared>(std::move(notify));
+  Command command;
+  command.type = Command::Type::kOpen;
+  command.shared = shared;
+  command.request = request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("the engine is shutting down");
+    const int64_t limit = int64_t{config_.max_batch_size} + config_.max_waiting;
+    if (open_streams_ >= limit) {
+      stats_.streams_refused.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server at its stream limit: ", open_streams_, " streams open (", config_.max_batch_size,
+          " decoding + ", config_.max_waiting, " waiting); retry later"));
+    }
+    ++open_streams_;
+    command.stream_id = next_id_++;
+    commands_.push_back(std::move(command));
+  }
+  cv_.notify_one();
+  const int64_t id = next_id_ - 1;
+  return std::unique_ptr<EngineStream>(
+      new EngineStream(this, id, request.sample_rate, std::move(shared)));
+}
+
+void Engine::Enqueue(Command command) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_.push_back(std::move(command));
+  }
+  cv_.notify_one();
+}
+
+absl::Status EngineStream::PushAudio(std::span<const int16_t> samples) {
+  if (shared_->ended.load()) {
+    return absl::FailedPreconditionError("audio after the end of the stream's audio");
+  }
+  const int64_t limit =
+      static_cast<int64_t>(engine_->config_.max_buffered_audio_s * sample_rate_);
+  const int64_t buffered = shared_->samples_pushed.load() - shared_->samples_consumed.load() +
+                           static_cast<int64_t>(samples.size());
+  if (buffered > limit) {
+    absl::Status error = absl::ResourceExhaustedError(absl::StrCat(
+        "audio buffer full: more than ", engine_->config_.max_buffered_audio_s,
+        " s of audio waiting to be decoded (the client sends faster than the server decodes)"));
+    shared_->ended = true;
+    Engine::Command command;
+    command.type = Engine::Command::Type::kCancel;
+    command.stream_id = id_;
+    command.error = error;
+    engine_->Enqueue(std::move(command));
+    return error;
+  }
+  shared_->samples_pushed.fetch_add(static_cast<int64_t>(samples.size()));
+  Engine::Command command;
+  command.type = Engine::Command::Type::kAudio;
+  command.stream_id = id_;
+  command.audio.assign(samples.begin(), samples.end());
+  engine_->Enqueue(std::move(command));
+  return absl::OkStatus();
+}
+
+absl::Status EngineStream::EndAudio() {
+  if (shared_->ended.exchange(true)) {
+    return absl::FailedPreconditionError("the stream's audio already ended");
+  }
+  Engine::Command command;
+  command.type = Engine::Command::Type::kEnd;
+  command.stream_id = id_;
+  engine_->Enqueue(std::move(command));
+  return absl::OkStatus();
+}
+
+void EngineStream::Cancel() {
+  shared_->ended = true;
+  Engine::Command command;
+  command.type = Engine::Command::Type::kCancel;
+  command.stream_id = id_;
+  engine_->Enqueue(std::move(command));
+}
+
+void Engine::AssertSchedulerThread() const {
+  OASR_CHECK(std::this_thread::get_id() == thread_id_,
+             "cache managers, model and decoder belong to the scheduler thread");
+}
+
+void Engine::Loop() {
+  thread_id_ = std::this_thread::get_id();
+  std::vector<Command> commands;
+  bool more_ready = false;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!more_ready) {
+        // Sleep until a command arrives; waiting streams past their admission
+        // window need no timer, since a slot only frees inside a tick.
+        cv_.wait(lock, [this] { return stopping_ || !commands_.empty(); });
+      }
+      if (stopping_) break;
+      commands.swap(commands_);
+    }
+    more_ready = Tick(commands);
+    commands.clear();
+  }
+  // Stopping: every stream ends with "cancelled".
+  std::vector<Stream*> all;
+  for (auto& [id, s] : streams_) all.push_back(s.get());
+  for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
+}
+
+bool Engine::Tick(std::vector<Command>& commands) {
+  AssertSchedulerThread();
+  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
+  for (Command& command : commands) Handle(command);
+  Admit();
+  RunCohort();
+  UpdateGauges();
+  return HasReadyWork();
+}
+
+void Engine::Handle(Command& command) {
+  if (command.type == Command::Type::kOpen) {
+    auto s = std::make_unique<Stream>();
+    s->id = command.stream_id;
+    s->request = command.request;
+    s->shared = command.shared;
+    s->opened = command.time;
+    s->last_audio = command.time;
+    absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> frontend =
+        model_->CreateFrontEnd(command.request.sample_rate);
+    Stream& ref = *s;
+    streams_[s->id] = std::move(s);
+    if (!frontend.ok()) {
+      Finish(ref, FinishReason::kError, frontend.status());
+      return;
+    }
+    ref.frontend = std::move(*frontend);
+    const ModelGeometry& g = model_->geometry();
+    ref.window.assign(static_cast<size_t>(g.WindowFrames(g.chunk_size)) * g.feature_dim, 0.0f);
+    waiting_.push_back(&ref);
+    return;
+  }
+  auto it = streams_.find(command.stream_id);
+  if (it == streams_.end()) return;  // Already finished: late audio or a second cancel.
+  Stream& s = *it->second;
+  switch (command.type) {
+    case Command::Type::kAudio: {
+      if (s.input_finished) return;
+      absl::Status status = s.frontend->AcceptPcm16(command.audio.data(),
+                                                    static_cast<int64_t>(command.audio.size()));
+      if (!status.ok()) {
+        Finish(s, FinishReason::kError, status);
+        return;
+      }
+      s.last_audio = command.time;
+      if (!s.ready_since.has_value() && ChunkReady(s)) s.ready_since = command.time;
+      return;
+    }
+    case Command::Type::kEnd: {
+      s.input_finished = true;
+      absl::Status status = s.frontend->InputFinished();
+      if (!status.ok()) Finish(s, FinishReason::kError, status);
+      if (!s.ready_since.has_value()) s.ready_since = command.time;
+      return;
+    }
+    case Command::Type::kCancel:
+      Finish(s, command.error.ok() ? FinishReason::kCancelled : FinishReason::kError,
+             command.error);
+      return;
+    case Command::Type::kOpen:
+      return;
+  }
+}
+
+void Engine::Admit() {
+  if (waiting_.empty() || slots_->num_free() == 0) return;
+  // Streams past their admission window go first, oldest first; the rest by
+  // the most buffered audio, so a cohort fills with streams that can run now.
+  const Clock::time_point now = Clock::now();
+  const auto window = std::chrono::duration<double, std::milli>(config_.max_wait_ms);
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](const Stream* a, const Stream* b) {
+    const bool a_late = now - a->opened >= window;
+    const bool b_late = now - b->opened >= window;
+    if (a_late != b_late) return a_late;
+    if (a_late) return a->opened < b->opened;
+    return a->frontend->NumFramesReady() > b->frontend->NumFramesReady();
+  });
+  cache::CacheManagers managers{slots_.get(), attention_.get(), cnn_.get(), nullptr, ctc_.get()};
+  while (!waiting_.empty() && slots_->num_free() > 0) {
+    Stream& s = *waiting_.front();
+    absl::StatusOr<cache::StreamContext> context =
+        cache::StreamContext::Allocate(s.id, managers, /*gpu_stream=*/nullptr);
+    if (!context.ok()) {
+      if (context.status().code() == absl::StatusCode::kResourceExhausted) break;
+      waiting_.pop_front();
+      Finish(s, FinishReason::kError, context.status());
+      continue;
+    }
+    waiting_.pop_front();
+    s.context.emplace(std::move(*context));
+    absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
+    absl::Status configured =
+        handle.ok() ? decoder_->ConfigureStream(handle->state(), s.request.decode) : handle.status();
+    s.admitted = true;
+    active_.push_back(&s);
+    stats_.queue_time_s.Observe(SecondsSince(s.opened));
+    if (!configured.ok()) Finish(s, FinishReason::kError, configured);
+  }
+}
+
+bool Engine::ChunkReady(const Stream& s) const {
+  const ModelGeometry& g = model_->geometry();
+  const int64_t start = s.chunks_done * g.StrideFrames();
+  const int64_t available = s.frontend->NumFramesReady() - start;
+  if (available >= g.WindowFrames(g.chunk_size)) return true;
+  return s.input_finished && available > g.right_context;
+}
+
+bool Engine::Drained(const Stream& s) const {
+  return s.input_finished && !ChunkReady(s);
+}
+
+bool Engine::HasReadyWork() const {
+  for (const Stream* s : active_) {
+    if (ChunkReady(*s) || Drained(*s)) return true;
+  }
+  return !waiting_.empty() && slots_->num_free() > 0;
+}
+
+void Engine::RunCohort() {
+  const ModelGeometry& g = model_->geometry();
+  rows_.clear();
+  row_streams_.clear();
+  row_ids_.clear();
+  // Finish() removes a stream from active_, so `i` only moves past kept ones.
+  for (size_t i = 0; i < active_.size();) {
+    Stream& s = *active_[i];
+    if (Drained(s)) {
+      Finish(s, FinishReason::kStop);
+      continue;
+    }
+    if (ChunkReady(s)) {
+      absl::StatusOr<bool> full = s.context->AtCapacity();
+      if (full.ok() && *full) {
+        // The ceiling: the stream ends cleanly with the transcript so far.
+        Finish(s, FinishReason::kLength);
+        continue;
+      }
+      row_streams_.push_back(&s);
+    }
+    ++i;
+  }
+  if (row_streams_.empty()) return;
+
+  for (Stream* s : row_streams_) row_ids_.push_back(s->id);
+  absl::Status prepared = attention_->PrepareChunksBatched(row_ids_);
+  if (!prepared.ok()) {
+    // The pool cannot serve the whole cohort: serve who it can, one by one;
+    // a stream that cannot get a block ends at its memory ceiling ("length").
+    size_t kept = 0;
+    for (Stream* s : row_streams_) {
+      if (s->context->PrepareChunk().ok()) {
+        row_streams_[kept++] = s;
+      } else {
+        Finish(*s, FinishReason::kLength);
+      }
+    }
+    row_streams_.resize(kept);
+    if (kept == 0) return;
+  }
+
+  for (Stream* s : row_streams_) {
+    const int64_t start = s->chunks_done * g.StrideFrames();
+    const int64_t frames =
+        std::min<int64_t>(g.WindowFrames(g.chunk_size), s->frontend->NumFramesReady() - start);
+    absl::Status got = s->frontend->GetFrames(start, frames, s->window.data());
+    OASR_CHECK(got.ok(), std::string(got.message()));
+    s->window_frames = frames;
+    CohortRow row;
+    row.context = &*s->context;
+    row.feats = s->window.data();
+    row.feat_frames = frames;
+    row.offset = s->offset;
+    row.out_frames = g.OutputFrames(frames);
+    row.conv_state = ConvScratch(rows_.size());
+    absl::Status conv = s->context->GetCnnCache(row.conv_state);
+    OASR_CHECK(conv.ok(), std::string(conv.message()));
+    rows_.push_back(row);
+  }
+  stats_.batch_size.Observe(static_cast<double>(rows_.size()));
+
+  absl::Status forward = model_->ForwardCohort(rows_, log_probs_.data());
+  if (!forward.ok()) {
+    spdlog::error("cohort forward of {} streams failed: {}", rows_.size(), forward.ToString());
+    for (Stream* s : row_streams_) Finish(*s, FinishReason::kError, forward);
+    return;
+  }
+
+  const int64_t vocab = g.vocab_size;
+  int64_t row_offset = 0;
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Stream& s = *row_streams_[b];
+    const int64_t out = rows_[b].out_frames;
+    const float* lp = log_probs_.data() + row_offset * vocab;
+    row_offset += out;
+    absl::Status committed = s.context->CommitChunkPaged(out, rows_[b].conv_state);
+    absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
+    absl::Status decoded = committed.ok() ? handle.status() : committed;
+    if (decoded.ok()) {
+      TensorView chunk(const_cast<float*>(lp), DType::kFloat32, Shape{out, vocab}, Device::Cpu());
+      decoded = handle->DecodeChunk(chunk);
+    }
+    if (!decoded.ok()) {
+      Finish(s, FinishReason::kError, decoded);
+      continue;
+    }
+    ++s.chunks_done;
+    s.offset += out;
+    const int64_t next_start = s.chunks_done * g.StrideFrames();
+    s.frontend->DiscardFramesBefore(next_start);
+    // Input-rate samples whose frames are now decoded (for the audio bound).
+    const int64_t consumed =
+        next_start * 160 * s.request.sample_rate / 16000;
+    s.shared->samples_consumed.store(std::min(consumed, s.shared->samples_pushed.load()));
+    stats_.chunks_processed.fetch_add(1, std::memory_order_relaxed);
+    stats_.audio_ms_processed.fetch_add(
+        static_cast<int64_t>(out * decoder_->config().frame_shift_ms), std::memory_order_relaxed);
+    EmitAfterChunk(s);
+  }
+}
+
+void Engine::EmitAfterChunk(Stream& s) {
+  absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
+  cache::DecoderState& state = handle->state();
+  StreamEvent event;
+  event.results = decoder_->TakeFinalResults(state);
+  const decoder::StreamStatus status = decoder_->GetStatus(state);
+  event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
+  if (s.ready_since.has_value()) {
+    stats_.chunk_latency_s.Observe(SecondsSince(*s.ready_since));
+    s.ready_since.reset();
+  }
+  if (ChunkReady(s)) s.ready_since = s.last_audio;
+  if (status.finished) {
+    // single_utterance: the first endpoint ends the stream.
+    Finish(s, FinishReason::kEndpoint, absl::OkStatus(), std::move(event.results));
+    return;
+  }
+  if (!event.results.empty()) s.last_partial.clear();
+  if (s.request.interim_results) {
+    decoder::DecodeResult partial = decoder_->PartialResult(state);
+    const std::string& text = partial.nbest.empty() ? std::string() : partial.nbest[0].transcript;
+    if (text != s.last_partial) {
+      s.last_partial = text;
+      event.results.push_back(std::move(partial));
+    }
+  }
+  if (!event.results.empty()) s.shared->outbox.Push(std::move(event));
+}
+
+void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
+                    std::vector<decoder::DecodeResult> results) {
+  StreamEvent event;
+  event.results = std::move(results);
+  event.finish = reason;
+  event.error = std::move(error);
+  event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
+  if (s.context.has_value()) {
+    absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
+    if (handle.ok()) {
+      cache::DecoderState& state = handle->state();
+      if (reason == FinishReason::kStop || reason == FinishReason::kLength ||
+          reason == FinishReason::kEndpoint) {
+        // The transcript so far becomes final (a no-op after an endpoint).
+        (void)handle->FinalizeStream();
+      }
+      for (decoder::DecodeResult& r : decoder_->TakeFinalResults(state)) {
+        event.results.push_back(std::move(r));
+      }
+    }
+    absl::Status freed = s.context->Free();
+    OASR_CHECK(freed.ok(), std::string(freed.message()));
+    s.context.reset();
+  }
+  if (s.admitted) {
+    active_.erase(std::find(active_.begin(), active_.end(), &s));
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), &s);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  stats_.finished[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  s.shared->ended = true;
+  s.shared->outbox.Push(std::move(event));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_streams_;
+  }
+  streams_.erase(s.id);  // Destroys s.
+}
+
+TensorView Engine::ConvScratch(size_t row) {
+  const int64_t layers = cache_config_.num_layers;
+  const int64_t frames = cache_config_.cnn_cache_frames();
+  const int64_t dim = cache_config_.hidden_dim;
+  return TensorView(conv_scratch_.data() + row * layers * frames * dim, DType::kFloat32,
+                    Shape{layers, 1, frames, dim}, Device::Cpu());
+}
+
+void Engine::UpdateGauges() {
+  stats_.streams_active = static_cast<int64_t>(active_.size());
+  stats_.streams_waiting = static_cast<int64_t>(waiting_.size());
+  stats_.pool_blocks_used = cache_config_.max_num_blocks - pool_->num_free_blocks();
+}
+
+}  // namespace oasr::scheduler

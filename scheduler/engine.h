@@ -1,0 +1,176 @@
+// The serving engine: one scheduler thread owns the model, the cache
+// managers and the decoder, and turns many independent streams into a few
+// batched chunk forwards. Other threads talk to it only through a command
+// queue (open, audio, end of audio, cancel) and hear back through each
+// stream's outbox.
+//
+// Per tick the scheduler: drains the commands (feeding audio to each stream's
+// front end), admits waiting streams into free slots, picks every admitted
+// stream with a full chunk ready (or a final short chunk after the end of
+// its audio), ends streams at their cache ceiling ("length"), prepares all
+// their blocks in one batched call, runs one cohort forward across streams
+// at any offsets, commits, decodes, applies the endpoint rules and emits
+// events. Idle streams cost nothing; with no work the thread sleeps until a
+// command arrives.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/attention_cache_manager.h"
+#include "cache/block_pool.h"
+#include "cache/cnn_cache_manager.h"
+#include "cache/ctc_state_cache_manager.h"
+#include "cache/stream_slot_pool.h"
+#include "decoder/ctc_decoder.h"
+#include "scheduler/engine_config.h"
+#include "scheduler/engine_stats.h"
+#include "scheduler/stream_events.h"
+#include "scheduler/streaming_model.h"
+
+namespace oasr::scheduler {
+
+class Engine;
+
+// State shared by a stream's owner and the scheduler. Internal.
+struct StreamShared {
+  explicit StreamShared(std::function<void()> notify) : outbox(std::move(notify)) {}
+  StreamOutbox outbox;
+  std::atomic<int64_t> samples_pushed{0};    // Input-rate samples sent.
+  std::atomic<int64_t> samples_consumed{0};  // Input-rate samples decoded.
+  std::atomic<bool> ended{false};            // EndAudio or Cancel was called.
+};
+
+// The owner's handle on one stream. Thread-safe; the Engine must outlive it.
+class EngineStream {
+ public:
+  int64_t id() const { return id_; }
+
+  // Queues 16-bit PCM at the stream's sample rate. RESOURCE_EXHAUSTED when
+  // more than max_buffered_audio_s would be waiting to be decoded (the stream
+  // is then cancelled with that error); FAILED_PRECONDITION after EndAudio.
+  absl::Status PushAudio(std::span<const int16_t> samples);
+  // No more audio: the rest is decoded and the stream finishes with "stop".
+  absl::Status EndAudio();
+  // Ends the stream now ("cancelled"); its resources are freed by the next tick.
+  void Cancel();
+
+  // The stream's events; the last has finish set.
+  StreamOutbox& outbox() { return shared_->outbox; }
+
+ private:
+  friend class Engine;
+  EngineStream(Engine* engine, int64_t id, int sample_rate, std::shared_ptr<StreamShared> shared)
+      : engine_(engine), id_(id), sample_rate_(sample_rate), shared_(std::move(shared)) {}
+
+  Engine* engine_;
+  int64_t id_;
+  int sample_rate_;
+  std::shared_ptr<StreamShared> shared_;
+};
+
+class Engine {
+ public:
+  // Builds the cache managers and the decoder state pool for `model` and
+  // starts the scheduler thread. INVALID_ARGUMENT for a bad config;
+  // RESOURCE_EXHAUSTED when the pool cannot be allocated.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                        std::unique_ptr<StreamingModel> model,
+                                                        std::unique_ptr<decoder::CtcDecoder> decoder);
+  // Stops the scheduler (ending every open stream with "cancelled").
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Opens a stream. `notify` runs on the scheduler thread whenever an event
+  // is queued for it and must not block. RESOURCE_EXHAUSTED when the waiting
+  // queue is full or the engine is stopping; INVALID_ARGUMENT for a bad
+  // request (field named). Thread-safe.
+  absl::StatusOr<std::unique_ptr<EngineStream>> OpenStream(const StreamRequest& request,
+                                                           std::function<void()> notify = {});
+
+  // Ends every stream with "cancelled" and stops the scheduler thread.
+  // Idempotent; thread-safe.
+  void Stop();
+
+  const EngineStats& stats() const { return stats_; }
+  const ModelGeometry& geometry() const { return model_->geometry(); }
+  const cache::CacheConfig& cache_config() const { return cache_config_; }
+  const decoder::CtcDecoder& decoder() const { return *decoder_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  friend class EngineStream;
+  struct Command;
+  struct Stream;
+
+  Engine(const EngineConfig& config, std::unique_ptr<StreamingModel> model,
+         std::unique_ptr<decoder::CtcDecoder> decoder);
+  absl::Status Init();
+
+  void Enqueue(Command command);
+  void Loop();
+  // One pass: commands, admission, one cohort. Returns true when more work
+  // is ready without waiting for a command.
+  bool Tick(std::vector<Command>& commands);
+  void Handle(Command& command);
+  void Admit();
+  bool HasReadyWork() const;
+  void RunCohort();
+  void EmitAfterChunk(Stream& s);
+  // Ends `s` with `reason`: final results when it ran to an end, the event,
+  // and every resource back to its pool. Removes it from the scheduler.
+  // `results` (already taken from the decoder) go first on the last event.
+  void Finish(Stream& s, FinishReason reason, absl::Status error = absl::OkStatus(),
+              std::vector<decoder::DecodeResult> results = {});
+  void UpdateGauges();
+  // Row `row` of conv_scratch_ as (layers, 1, K - 1, d).
+  TensorView ConvScratch(size_t row);
+  bool ChunkReady(const Stream& s) const;
+  bool Drained(const Stream& s) const;
+  void AssertSchedulerThread() const;
+
+  const EngineConfig config_;
+  std::unique_ptr<StreamingModel> model_;
+  std::unique_ptr<decoder::CtcDecoder> decoder_;
+  cache::CacheConfig cache_config_;
+  std::unique_ptr<cache::BlockPool> pool_;
+  std::unique_ptr<cache::StreamSlotPool> slots_;
+  std::unique_ptr<cache::AttentionCacheManager> attention_;
+  std::unique_ptr<cache::CnnCacheManager> cnn_;
+  std::unique_ptr<cache::CtcStateCacheManager> ctc_;
+  EngineStats stats_;
+
+  // Command queue (any thread -> scheduler).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Command> commands_;
+  bool stopping_ = false;
+  int64_t next_id_ = 1;
+  int64_t open_streams_ = 0;  // Opened and not yet finished (guarded by mu_).
+
+  // Scheduler-thread state.
+  std::unordered_map<int64_t, std::unique_ptr<Stream>> streams_;
+  std::deque<Stream*> waiting_;
+  std::vector<Stream*> active_;
+  std::vector<CohortRow> rows_;        // Scratch, reused every tick.
+  std::vector<Stream*> row_streams_;   // Scratch.
+  std::vector<int64_t> row_ids_;       // Scratch.
+  std::vector<float> log_probs_;       // Scratch [max_batch_size, chunk, V].
+  std::vector<float> conv_scratch_;    // Scratch [max_batch_size, layers, 1, K - 1, d].
+  std::thread thread_;
+  std::thread::id thread_id_;
+};
+
+}  // namespace oasr::scheduler

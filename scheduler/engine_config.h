@@ -1,0 +1,50 @@
+// How the serving engine is sized and what each stream may do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "decoder/ctc_decoder.h"
+
+namespace oasr::scheduler {
+
+struct EngineConfig {
+  // Streams admitted at once: each holds a cache slot, and one cohort forward
+  // runs at most this many. Streams beyond it wait.
+  int max_batch_size = 64;
+  // Streams allowed to wait for a slot; beyond it OpenStream is refused
+  // (RESOURCE_EXHAUSTED).
+  int max_waiting = 256;
+  // A waiting stream is admitted ahead of longer ones once it has waited
+  // this long (cohort admission otherwise prefers the most buffered audio).
+  double max_wait_ms = 100.0;
+  // K/V pool blocks; 0 derives it from memory (CUDA: free device memory;
+  // CPU: cpu_pool_bytes), capped at max_batch_size x max_blocks_per_seq.
+  int64_t max_num_blocks = 0;
+  // The CPU pool's byte budget when max_num_blocks is 0.
+  size_t cpu_pool_bytes = size_t{1} << 30;
+  // Block-table width per stream; bounds a stream's history with unlimited
+  // left context (max_stream_frames).
+  int max_blocks_per_seq = 512;
+  // Overrides the model's left chunks (-2 keeps the model's; -1 unlimited).
+  int num_left_chunks = -2;
+  // Audio a stream may have sent but not yet had decoded, in seconds; a
+  // client sending faster than the engine decodes gets RESOURCE_EXHAUSTED
+  // beyond it.
+  double max_buffered_audio_s = 60.0;
+  // The CTC decoder (search, frame shift, default stream options).
+  decoder::CtcDecoderConfig decoder;
+
+  // INVALID_ARGUMENT naming the field, its value and the limit.
+  absl::Status Validate() const;
+};
+
+// What one stream asks for.
+struct StreamRequest {
+  int sample_rate = 16000;       // Input rate in Hz, [8000, 48000].
+  bool interim_results = true;   // Emit partial results after each chunk.
+  decoder::StreamOptions decode; // n-best, single utterance, endpointing, phrases.
+};
+
+}  // namespace oasr::scheduler

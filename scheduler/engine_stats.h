@@ -1,0 +1,55 @@
+// Counters and histograms the engine keeps for metrics. Written by the
+// scheduler thread, read by anyone (a Prometheus scrape).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "scheduler/stream_events.h"
+
+namespace oasr::scheduler {
+
+// A fixed-bucket histogram (Prometheus style: cumulative on read). Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;  // Finite bounds; +Inf is implied.
+    std::vector<uint64_t> cumulative;  // One per bound, then +Inf (= count).
+    double sum = 0.0;
+    uint64_t count = 0;
+  };
+  Snapshot Read() const;
+
+ private:
+  const std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // Per bucket, non-cumulative; last is +Inf.
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+struct EngineStats {
+  EngineStats();
+
+  std::atomic<int64_t> streams_active{0};   // Admitted, holding a slot.
+  std::atomic<int64_t> streams_waiting{0};  // Opened, waiting for a slot.
+  std::atomic<int64_t> streams_refused{0};  // OpenStream refused at the limits.
+  std::atomic<int64_t> pool_blocks_used{0};
+  std::atomic<int64_t> pool_blocks_total{0};
+  std::atomic<int64_t> audio_ms_processed{0};  // Audio decoded, all streams.
+  std::atomic<int64_t> chunks_processed{0};
+  std::atomic<int64_t> ticks{0};
+  std::array<std::atomic<int64_t>, 5> finished{};  // By FinishReason.
+
+  Histogram chunk_latency_s;  // Audio that completed a chunk arrived -> its result out.
+  Histogram queue_time_s;     // OpenStream -> admitted.
+  Histogram batch_size;       // Streams per cohort forward.
+};
+
+}  // namespace oasr::scheduler

@@ -1,0 +1,414 @@
+// Engine simulations: many streams with random lengths, arrival times,
+// message sizes, cancellations and ends through one scheduler, each checked
+// against what the same audio gives alone through the encoder and decoder.
+#include "scheduler/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "decoder/symbol_table.h"
+#include "encoder/conformer_encoder.h"
+#include "scheduler/conformer_streaming_model.h"
+
+namespace oasr::scheduler {
+namespace {
+
+const std::string kModelDir = std::string(OASR_ENCODER_FIXTURES) + "/small_ln/model";
+
+std::vector<int16_t> MakeAudio(std::mt19937& rng, double seconds, int rate) {
+  std::uniform_real_distribution<double> freq(100, 3000), amp(500, 8000);
+  std::normal_distribution<double> noise(0, 300);
+  const double f1 = freq(rng), f2 = freq(rng), a = amp(rng);
+  std::vector<int16_t> out(static_cast<size_t>(seconds * rate));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double t = static_cast<double>(i) / rate;
+    const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 1.3 * t);
+    const double x = a * env * (std::sin(2 * M_PI * f1 * t) + 0.5 * std::sin(2 * M_PI * f2 * t)) +
+                     noise(rng);
+    out[i] = static_cast<int16_t>(std::clamp(x, -32768.0, 32767.0));
+  }
+  return out;
+}
+
+struct TestEngine {
+  std::unique_ptr<Engine> engine;
+  const ConformerStreamingModel* model = nullptr;  // Owned by the engine.
+};
+
+TestEngine MakeEngine(EngineConfig config) {
+  auto model = ConformerStreamingModel::Load(kModelDir, {});
+  EXPECT_TRUE(model.ok()) << model.status();
+  auto units = decoder::SymbolTable::Load(kModelDir + "/units.txt");
+  EXPECT_TRUE(units.ok()) << units.status();
+  auto dec = decoder::CtcDecoder::Create(
+      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
+  EXPECT_TRUE(dec.ok()) << dec.status();
+  TestEngine setup;
+  setup.model = model->get();
+  auto engine = Engine::Create(config, std::move(*model), std::move(*dec));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  setup.engine = std::move(*engine);
+  return setup;
+}
+
+// The same audio alone: front end, dense-cache encoder chunk by chunk, decoder.
+std::vector<decoder::DecodeResult> TranscribeAlone(const Engine& engine,
+                                                   const ConformerStreamingModel& model,
+                                                   const std::vector<int16_t>& audio, int rate,
+                                                   const decoder::StreamOptions& options,
+                                                   int64_t max_chunks = -1) {
+  const ModelGeometry& g = model.geometry();
+  auto frontend = model.CreateFrontEnd(rate);
+  EXPECT_TRUE(frontend.ok());
+  EXPECT_TRUE((*frontend)->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size())).ok());
+  EXPECT_TRUE((*frontend)->InputFinished().ok());
+  auto encoder = encoder::ConformerEncoder::Create(&model.model(), {});
+  EXPECT_TRUE(encoder.ok());
+  const decoder::CtcDecoder& dec = engine.decoder();
+  auto dec_mut = const_cast<decoder::CtcDecoder*>(&dec);
+  auto state = dec_mut->CreateState();
+  EXPECT_TRUE(dec_mut->ConfigureStream(*state, options).ok());
+
+  const cache::CacheConfig& cc = engine.cache_config();
+  const int required =
+      cc.num_left_chunks < 0 ? -1 : cc.chunk_size * cc.num_left_chunks;
+  Tensor att = *Tensor::Zeros({cc.num_layers, cc.n_kv_head, 0, 2 * cc.head_dim}, DType::kFloat32);
+  Tensor cnn = *Tensor::Zeros({cc.num_layers, cc.cnn_cache_frames(), cc.hidden_dim},
+                              DType::kFloat32);
+  int64_t offset = 0;
+  const int64_t ready = (*frontend)->NumFramesReady();
+  for (int64_t k = 0; max_chunks < 0 || k < max_chunks; ++k) {
+    const int64_t start = k * g.StrideFrames();
+    const int64_t frames = std::min<int64_t>(g.WindowFrames(g.chunk_size), ready - start);
+    if (frames <= g.right_context) break;
+    Tensor feats = *Tensor::Empty({frames, g.feature_dim}, DType::kFloat32);
+    EXPECT_TRUE((*frontend)->GetFrames(start, frames, feats.data<float>()).ok());
+    encoder::DenseChunkInput in;
+    in.feats = feats.view();
+    in.offset = offset;
+    in.att_cache = att.view();
+    in.cnn_cache = cnn.view();
+    auto out = (*encoder)->ForwardChunk(in, required);
+    EXPECT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(dec_mut->DecodeChunk(*state, out->log_probs.view()).ok());
+    offset += out->log_probs.dim(0);
+    att = std::move(out->att_cache);
+    cnn = std::move(out->cnn_cache);
+  }
+  EXPECT_TRUE(dec_mut->FinalizeStream(*state).ok());
+  return dec_mut->TakeFinalResults(*state);
+}
+
+void ExpectSameResults(const std::vector<decoder::DecodeResult>& got,
+                       const std::vector<decoder::DecodeResult>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].nbest.size(), want[i].nbest.size()) << what << " segment " << i;
+    for (size_t n = 0; n < got[i].nbest.size(); ++n) {
+      EXPECT_EQ(got[i].nbest[n].tokens, want[i].nbest[n].tokens) << what << " hyp " << n;
+      EXPECT_NEAR(got[i].nbest[n].score, want[i].nbest[n].score,
+                  1e-3 * (1 + std::fabs(want[i].nbest[n].score)))
+          << what << " hyp " << n;
+    }
+  }
+}
+
+struct Collected {
+  std::vector<decoder::DecodeResult> finals;
+  int partials = 0;
+  std::optional<FinishReason> finish;
+  absl::Status error;
+  double audio_processed_s = 0;
+};
+
+// Drains a stream's events until its last one (bounded wait).
+Collected Collect(EngineStream& stream, double timeout_s = 120) {
+  Collected c;
+  StreamEvent event;
+  while (!c.finish.has_value()) {
+    if (!stream.outbox().WaitPop(&event, timeout_s)) {
+      ADD_FAILURE() << "stream " << stream.id() << " never finished";
+      break;
+    }
+    for (auto& r : event.results) {
+      if (r.is_final) {
+        c.finals.push_back(std::move(r));
+      } else {
+        ++c.partials;
+      }
+    }
+    c.audio_processed_s = event.audio_processed_s;
+    c.finish = event.finish;
+    c.error = event.error;
+  }
+  return c;
+}
+
+void ExpectAllFreed(const Engine& engine) {
+  // The gauges are updated at the end of each tick; give the last one a moment.
+  for (int i = 0; i < 200 && (engine.stats().streams_active.load() != 0 ||
+                              engine.stats().pool_blocks_used.load() != 0);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine.stats().streams_active.load(), 0);
+  EXPECT_EQ(engine.stats().streams_waiting.load(), 0);
+  EXPECT_EQ(engine.stats().pool_blocks_used.load(), 0);
+}
+
+TEST(EngineTest, ManyStreamsEachGetWhatTheyGetAlone) {
+  EngineConfig config;
+  config.max_batch_size = 24;
+  config.max_waiting = 400;
+  config.max_wait_ms = 5;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+
+  struct Sim {
+    std::unique_ptr<EngineStream> stream;
+    std::vector<int16_t> audio;
+    int rate = 16000;
+    size_t sent = 0;
+    int64_t cancel_at = -1;  // Sample index after which the client leaves.
+    bool cancelled = false;
+    decoder::StreamOptions options;
+  };
+  std::mt19937 rng(1234);
+  const int kStreams = 200;
+  std::vector<Sim> sims(kStreams);
+  const int rates[] = {16000, 16000, 8000, 44100};
+  for (int i = 0; i < kStreams; ++i) {
+    Sim& s = sims[i];
+    s.rate = rates[rng() % 4];
+    s.audio = MakeAudio(rng, 0.3 + (rng() % 2800) / 1000.0, s.rate);
+    if (rng() % 10 == 0) s.cancel_at = static_cast<int64_t>(rng() % s.audio.size());
+    s.options.nbest = 1 + static_cast<int>(rng() % 4);
+  }
+  // Streams arrive over time and send messages of 20-250 ms, interleaved.
+  size_t opened = 0;
+  std::vector<size_t> live;
+  for (int round = 0; round < 100000 && (opened < sims.size() || !live.empty()); ++round) {
+    if (opened < sims.size() && rng() % 3 == 0) {
+      Sim& s = sims[opened];
+      StreamRequest request;
+      request.sample_rate = s.rate;
+      request.interim_results = rng() % 2 == 0;
+      request.decode = s.options;
+      auto stream = engine.OpenStream(request);
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      s.stream = std::move(*stream);
+      live.push_back(opened++);
+    }
+    if (live.empty()) continue;
+    const size_t pick = rng() % live.size();
+    Sim& s = sims[live[pick]];
+    const size_t n = std::min(s.audio.size() - s.sent,
+                              static_cast<size_t>(s.rate * (20 + rng() % 231) / 1000));
+    ASSERT_TRUE(s.stream->PushAudio({s.audio.data() + s.sent, n}).ok());
+    s.sent += n;
+    if (s.cancel_at >= 0 && static_cast<int64_t>(s.sent) >= s.cancel_at) {
+      s.stream->Cancel();
+      s.cancelled = true;
+      live.erase(live.begin() + pick);
+    } else if (s.sent == s.audio.size()) {
+      ASSERT_TRUE(s.stream->EndAudio().ok());
+      live.erase(live.begin() + pick);
+    }
+  }
+
+  int cancelled = 0;
+  for (int i = 0; i < kStreams; ++i) {
+    Sim& s = sims[i];
+    Collected c = Collect(*s.stream);
+    if (s.cancelled) {
+      ++cancelled;
+      EXPECT_EQ(c.finish, FinishReason::kCancelled) << "stream " << i;
+      continue;
+    }
+    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
+    ExpectSameResults(c.finals,
+                      TranscribeAlone(engine, *setup.model, s.audio, s.rate, s.options),
+                      "stream " + std::to_string(i));
+  }
+  EXPECT_GT(cancelled, 0);
+  ExpectAllFreed(engine);
+  EXPECT_GT(engine.stats().batch_size.Read().sum / engine.stats().batch_size.Read().count, 1.5)
+      << "streams were never batched together";
+  EXPECT_EQ(engine.stats().finished[static_cast<int>(FinishReason::kStop)].load() + cancelled,
+            kStreams);
+}
+
+TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
+  EngineConfig config;
+  config.max_batch_size = 4;
+  config.max_blocks_per_seq = 3;  // 3 chunks of history, unlimited left context.
+  config.num_left_chunks = -1;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  const cache::CacheConfig& cc = engine.cache_config();
+  const int64_t ceiling_frames = cc.max_stream_frames();
+  ASSERT_EQ(ceiling_frames, 3 * cc.chunk_size);
+
+  std::mt19937 rng(7);
+  const double ceiling_s = ceiling_frames * 0.04;
+  std::vector<int16_t> audio = MakeAudio(rng, 3 * ceiling_s, 16000);  // Past the ceiling.
+  std::vector<int16_t> short_audio = MakeAudio(rng, 0.6 * ceiling_s, 16000);
+  auto stream = *engine.OpenStream({});
+  auto other = *engine.OpenStream({});
+  ASSERT_TRUE(stream->PushAudio(audio).ok());
+  ASSERT_TRUE(other->PushAudio(short_audio).ok());
+  ASSERT_TRUE(other->EndAudio().ok());
+  Collected c = Collect(*stream);
+  EXPECT_EQ(c.finish, FinishReason::kLength);
+  EXPECT_DOUBLE_EQ(c.audio_processed_s, ceiling_frames * 0.04);
+  ExpectSameResults(c.finals,
+                    TranscribeAlone(engine, *setup.model, audio, 16000, {}, /*max_chunks=*/3),
+                    "length stream");
+  // The other stream is unaffected.
+  Collected o = Collect(*other);
+  EXPECT_EQ(o.finish, FinishReason::kStop);
+  ExpectSameResults(o.finals, TranscribeAlone(engine, *setup.model, short_audio, 16000, {}),
+                    "other stream");
+  // Audio after the ceiling is refused or ignored, never an error.
+  (void)stream->EndAudio();
+  ExpectAllFreed(engine);
+}
+
+TEST(EngineTest, WaitingStreamsAreAdmittedInOrder) {
+  EngineConfig config;
+  config.max_batch_size = 1;
+  config.max_wait_ms = 0;  // Everyone is past the window: strict arrival order.
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(3);
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    StreamRequest request;
+    request.interim_results = false;
+    streams.push_back(*engine.OpenStream(request));
+    // Later streams have more audio: length-sorting alone would reorder them.
+    ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 0.4 + 0.2 * i, 16000)).ok());
+    ASSERT_TRUE(streams.back()->EndAudio().ok());
+  }
+  // With one slot, each stream finishes before the next is admitted, so the
+  // order of finishes is the order of admission.
+  std::vector<int64_t> order;
+  std::vector<bool> done(streams.size(), false);
+  for (int spins = 0; spins < 20000 && order.size() < streams.size(); ++spins) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (!done[i] && streams[i]->outbox().finished()) {
+        done[i] = true;
+        order.push_back(streams[i]->id());
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(order.size(), streams.size());
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], streams[i]->id());
+}
+
+TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
+  EngineConfig config;
+  config.max_batch_size = 2;
+  config.max_waiting = 3;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(11);
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  std::vector<std::vector<int16_t>> audio;
+  for (int i = 0; i < 5; ++i) {
+    auto s = engine.OpenStream({});
+    ASSERT_TRUE(s.ok()) << s.status();
+    streams.push_back(std::move(*s));
+    audio.push_back(MakeAudio(rng, 1.0, 16000));
+  }
+  for (int i = 0; i < 20; ++i) {
+    auto refused = engine.OpenStream({});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(refused.status().message().find("stream limit"), std::string::npos);
+  }
+  EXPECT_EQ(engine.stats().streams_refused.load(), 20);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(streams[i]->PushAudio(audio[i]).ok());
+    ASSERT_TRUE(streams[i]->EndAudio().ok());
+  }
+  for (int i = 0; i < 5; ++i) {
+    Collected c = Collect(*streams[i]);
+    EXPECT_EQ(c.finish, FinishReason::kStop);
+    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, audio[i], 16000, {}),
+                      "stream " + std::to_string(i));
+  }
+  // Room again once they are done.
+  EXPECT_TRUE(engine.OpenStream({}).ok());
+}
+
+TEST(EngineTest, CancelMidStreamFreesEverything) {
+  EngineConfig config;
+  config.max_batch_size = 4;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 20; ++i) {
+    auto s = *engine.OpenStream({});
+    ASSERT_TRUE(s->PushAudio(MakeAudio(rng, 0.05 + 0.1 * (i % 7), 16000)).ok());
+    s->Cancel();
+    Collected c = Collect(*s);
+    EXPECT_EQ(c.finish, FinishReason::kCancelled);
+    EXPECT_TRUE(s->PushAudio(MakeAudio(rng, 0.1, 16000)).code() ==
+                absl::StatusCode::kFailedPrecondition);
+  }
+  ExpectAllFreed(engine);
+}
+
+TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
+  EngineConfig config;
+  config.max_buffered_audio_s = 0.5;
+  TestEngine setup = MakeEngine(config);
+  std::mt19937 rng(9);
+  auto s = *setup.engine->OpenStream({});
+  absl::Status pushed = s->PushAudio(MakeAudio(rng, 1.0, 16000));
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(pushed.message().find("audio buffer full"), std::string::npos) << pushed;
+  Collected c = Collect(*s);
+  EXPECT_EQ(c.finish, FinishReason::kError);
+  EXPECT_EQ(c.error.code(), absl::StatusCode::kResourceExhausted);
+  ExpectAllFreed(*setup.engine);
+}
+
+TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
+  EngineConfig config;
+  TestEngine setup = MakeEngine(config);
+  std::mt19937 rng(13);
+  StreamRequest request;
+  request.decode.single_utterance = true;
+  request.decode.endpoint.rules = {{false, 0, 1000}};  // A segment ends after 1 s.
+  auto s = *setup.engine->OpenStream(request);
+  ASSERT_TRUE(s->PushAudio(MakeAudio(rng, 3.0, 16000)).ok());
+  Collected c = Collect(*s);
+  EXPECT_EQ(c.finish, FinishReason::kEndpoint);
+  EXPECT_EQ(c.finals.size(), 1u);
+  EXPECT_LT(c.audio_processed_s, 2.0);
+  EXPECT_EQ(s->PushAudio(MakeAudio(rng, 0.1, 16000)).code(), absl::StatusCode::kFailedPrecondition);
+  ExpectAllFreed(*setup.engine);
+}
+
+TEST(EngineTest, BadRequestsNameTheField) {
+  TestEngine setup = MakeEngine({});
+  StreamRequest request;
+  request.sample_rate = 96000;
+  auto s = setup.engine->OpenStream(request);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("sample_rate_hertz: 96000"), std::string::npos);
+  EngineConfig bad;
+  bad.max_batch_size = 0;
+  EXPECT_NE(bad.Validate().message().find("max_batch_size: 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace oasr::scheduler
