@@ -4,7 +4,8 @@
 // storage and, when a GPU is present, on CUDA storage. Geometry: the
 // published streaming Conformer (12 layers, 4 KV heads of 64, fp16), chunk =
 // block = 16 frames, num_left_chunks 4 (so every step also evicts a block per
-// stream), a 512-column block table. Goal: under 2 us per stream per step on
+// stream), max_blocks_per_seq 512 (the table mirrored is blocks_per_stream = 6
+// columns wide). Goal: under 2 us per stream per step on
 // CPU, and no device synchronisation inside a step on CUDA.
 #include <algorithm>
 #include <chrono>
@@ -124,7 +125,7 @@ int main() {
   if (oasr::CudaDeviceCount() > 0) devices.push_back(oasr::Device::Cuda(0));
   std::printf("oasr-bench-cache: PrepareChunksBatched + UpdateDeviceMirror + CommitChunkPaged\n");
   std::printf("geometry: 12 layers, 4 KV heads x 64, fp16, chunk = block = 16, num_left_chunks 4, "
-              "512-column block table\n");
+              "max_blocks_per_seq 512 (mirrored width 6)\n");
   if (oasr::CudaDeviceCount() > 0) {
     std::printf("gpu: %s\n", oasr::CudaDeviceName(0).value_or("?").c_str());
   } else {

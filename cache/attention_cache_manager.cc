@@ -33,9 +33,13 @@ absl::StatusOr<std::unique_ptr<AttentionCacheManager>> AttentionCacheManager::Cr
   const CacheConfig& config = pool->config();
   const int rows = config.max_batch_size + pad_lanes;
   const int cohort_capacity = static_cast<int>(std::bit_ceil(static_cast<unsigned>(rows)));
+  // No stream ever holds more than blocks_per_stream blocks, so columns past
+  // it would stay zero forever; leaving them out keeps the per-step mirror
+  // copy small (6 columns instead of 512 at the seed's eviction defaults).
+  const int width = static_cast<int>(
+      std::min<int64_t>(config.max_blocks_per_seq, config.blocks_per_stream()));
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<BlockTableMirror> mirror,
-                        BlockTableMirror::Create(rows, config.max_blocks_per_seq, cohort_capacity,
-                                                 config.device));
+                        BlockTableMirror::Create(rows, width, cohort_capacity, config.device));
   return std::unique_ptr<AttentionCacheManager>(
       new AttentionCacheManager(pool, pad_lanes, std::move(mirror)));
 }

@@ -20,9 +20,11 @@
 
 namespace oasr::cache {
 
-// One stream's rows of the device mirror.
+// One stream's rows of the device mirror. The table is W =
+// min(max_blocks_per_seq, blocks_per_stream) columns wide: no stream can hold
+// more blocks, so wider columns would only ever be zero.
 struct PagedStateViews {
-  TensorView block_table;    // int32 (1, max_blocks_per_seq)
+  TensorView block_table;    // int32 (1, W)
   TensorView cache_seqlens;  // int32 (1)
 };
 
@@ -35,7 +37,7 @@ struct PagedStateViews {
 struct PagedKvCacheView {
   TensorView k_cache;        // (num_physical_blocks, block_size, n_kv_head, head_dim)
   TensorView v_cache;        // same
-  TensorView block_table;    // int32 (rows, max_blocks_per_seq); rows = slots + pad lanes
+  TensorView block_table;    // int32 (rows, W); rows = slots + pad lanes
   TensorView cache_seqlens;  // int32 (rows)
   TensorView cohort_slots;   // int32 (cohort size)
   int block_size = 0;

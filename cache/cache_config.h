@@ -30,7 +30,8 @@ struct CacheConfig {
   // Pool capacity in blocks. 0 means "derive from memory" (ResolveCacheConfig):
   // free device memory on CUDA, host_pool_budget_bytes on the CPU.
   int64_t max_num_blocks = 1024;
-  // Width of a stream's block-table row.
+  // Block-table capacity per stream: a stream never holds more blocks. The
+  // mirrored table is min(max_blocks_per_seq, blocks_per_stream()) wide.
   int max_blocks_per_seq = 512;
   // Streams served at once (the number of slots).
   int max_batch_size = 32;

@@ -80,7 +80,9 @@ TEST_P(AttentionCacheTest, PagedLifecycleKeepsRowLengthAndMirrorInStep) {
   EXPECT_EQ(Blocks(10), (std::vector<int32_t>{0}));
   EXPECT_EQ(pool_->num_free_blocks(), 63);
   const PagedStateViews views = *att_->GetPagedStateViews(10);
-  EXPECT_EQ(views.block_table.shape(), (Shape{1, 16}));
+  // Eight streams share 64 blocks: no stream can hold more than 8, so the
+  // table is 8 columns wide although max_blocks_per_seq is 16.
+  EXPECT_EQ(views.block_table.shape(), (Shape{1, 8}));
   EXPECT_EQ(views.cache_seqlens.shape(), (Shape{1}));
   EXPECT_EQ(views.block_table.device(), device());
   att_->UpdateDeviceMirror(stream());
@@ -367,14 +369,14 @@ TEST_P(AttentionCacheTest, PrefillGivesAZeroedWindowAndAConstantLength) {
   // The padding lane starts at the same length and points only at scratch.
   const int pad = att_->pad_lane_slot();
   EXPECT_EQ(DeviceSeqlen(pad), 8);
-  EXPECT_EQ(DeviceRow(pad), std::vector<int32_t>(16, pool_->scratch_block()));
+  EXPECT_EQ(DeviceRow(pad), std::vector<int32_t>(4, pool_->scratch_block()));
 }
 
 TEST_P(AttentionCacheTest, PaddingLanePadsTheCohortOntoTheScratchBlock) {
   Build(SmallConfig(), 1);
   const int pad = att_->pad_lane_slot();
   EXPECT_EQ(pad, 8);
-  EXPECT_EQ(DeviceRow(pad), std::vector<int32_t>(16, 64));
+  EXPECT_EQ(DeviceRow(pad), std::vector<int32_t>(8, 64));
   EXPECT_EQ(DeviceSeqlen(pad), 0);
   Add(1, 0);
   Add(2, 1);
@@ -384,12 +386,12 @@ TEST_P(AttentionCacheTest, PaddingLanePadsTheCohortOntoTheScratchBlock) {
   att_->UpdateDeviceMirror(stream());
   const PagedKvCacheView view = att_->GetPagedKvCache(1);
   EXPECT_THAT(Read<int32_t>(view.cohort_slots), ElementsAre(1, 0, 8, 8));
-  EXPECT_EQ(view.block_table.shape(), (Shape{9, 16}));
+  EXPECT_EQ(view.block_table.shape(), (Shape{9, 8}));
   EXPECT_EQ(view.cache_seqlens.shape(), (Shape{9}));
   EXPECT_EQ(view.k_cache.shape(), (Shape{65, 4, 2, 3}));
   EXPECT_EQ(view.k_cache.data(), pool_->GetKvView(1).k.data());
   EXPECT_EQ(view.block_size, 4);
-  EXPECT_EQ(view.block_table_stride, 16);
+  EXPECT_EQ(view.block_table_stride, 8);
   EXPECT_EQ(att_->PadCohort(3).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(att_->PadCohort(17).code(), absl::StatusCode::kInvalidArgument);
   // Freeing a stream of the cohort clears it.
