@@ -10,21 +10,6 @@
 namespace oasr::decoder {
 namespace {
 
-bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-std::vector<std::string> SplitWords(const std::string& text) {
-  std::vector<std::string> words;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && IsAsciiSpace(text[i])) ++i;
-    size_t j = i;
-    while (j < text.size() && !IsAsciiSpace(text[j])) ++j;
-    if (j > i) words.push_back(text.substr(i, j - i));
-    i = j;
-  }
-  return words;
-}
-
 // Cost of covering a suffix: fewest units first, then fewest dropped markers.
 struct Cost {
   int units = std::numeric_limits<int>::max();
@@ -113,7 +98,7 @@ bool TokenizeSpelling(const std::string& text, const SymbolTable& units,
                       std::vector<int32_t>* tokens, std::string* uncovered, size_t* words_done) {
   tokens->clear();
   *words_done = 0;
-  const std::vector<std::string> words = SplitWords(text);
+  const std::vector<std::string> words = SplitOnWhitespace(text);
   if (!units.is_bpe()) {
     std::string joined;
     for (const std::string& word : words) joined += word;
@@ -141,7 +126,7 @@ std::string AsciiCase(std::string text, bool upper) {
 
 absl::StatusOr<std::vector<int32_t>> TokenizePhrase(const std::string& text,
                                                     const SymbolTable& units) {
-  if (SplitWords(text).empty()) return absl::InvalidArgumentError("phrase is empty");
+  if (SplitOnWhitespace(text).empty()) return absl::InvalidArgumentError("phrase is empty");
   if (!IsValidUtf8(text)) {
     return absl::InvalidArgumentError(absl::StrCat("phrase \"", text, "\" is not valid UTF-8"));
   }

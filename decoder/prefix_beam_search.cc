@@ -153,6 +153,17 @@ int32_t PrefixBeamSearch::CandidateForExtension(int32_t hyp, int32_t token) {
   return static_cast<int32_t>(candidates_.size() - 1);
 }
 
+void PrefixBeamSearch::AddTokenEnding(Candidate& c, float log_prob, float viterbi, int32_t times,
+                                      float token_log_prob, bool continues) {
+  c.ns = LogAdd(c.ns, log_prob + token_log_prob);
+  if (viterbi + token_log_prob > c.v_ns) {
+    c.v_ns = viterbi + token_log_prob;
+    c.ns_base = times;
+    c.ns_log_prob = token_log_prob;
+    c.ns_continues = continues;
+  }
+}
+
 void PrefixBeamSearch::ExpandFrame(const float* log_probs, int vocab_size) {
   const int k = TopK(log_probs, vocab_size, std::min(options_.first_beam_size, vocab_size),
                      top_ids_.data(), top_log_probs_.data());
@@ -176,37 +187,16 @@ void PrefixBeamSearch::ExpandFrame(const float* log_probs, int vocab_size) {
         c.v_s = Viterbi(h) + lp;
         c.times_s = Times(h);
       } else if (h.node != 0 && trie_[h.node].token == token) {
-        {
-          // *a + a -> *a: the token's run goes on.
-          Candidate& c = candidates_[CandidateForNode(h.node)];
-          c.ns = LogAdd(c.ns, h.ns + lp);
-          if (h.v_ns + lp > c.v_ns) {
-            c.v_ns = h.v_ns + lp;
-            c.ns_base = h.times_ns;
-            c.ns_log_prob = lp;
-            c.ns_continues = true;
-          }
-        }
+        // *a + a -> *a: the token's run goes on.
+        AddTokenEnding(candidates_[CandidateForNode(h.node)], h.ns, h.v_ns, h.times_ns, lp,
+                       /*continues=*/true);
         // *a blank + a -> *aa: a new occurrence needs the blank in between.
-        Candidate& c = candidates_[CandidateForExtension(i, token)];
-        c.ns = LogAdd(c.ns, h.s + lp);
-        if (h.v_s + lp > c.v_ns) {
-          c.v_ns = h.v_s + lp;
-          c.ns_base = h.times_s;
-          c.ns_log_prob = lp;
-          c.ns_continues = false;
-        }
+        AddTokenEnding(candidates_[CandidateForExtension(i, token)], h.s, h.v_s, h.times_s, lp,
+                       /*continues=*/false);
       } else {
         // *a + b -> *ab.
-        Candidate& c = candidates_[CandidateForExtension(i, token)];
-        c.ns = LogAdd(c.ns, LogAdd(h.s, h.ns) + lp);
-        const float viterbi = Viterbi(h) + lp;
-        if (viterbi > c.v_ns) {
-          c.v_ns = viterbi;
-          c.ns_base = Times(h);
-          c.ns_log_prob = lp;
-          c.ns_continues = false;
-        }
+        AddTokenEnding(candidates_[CandidateForExtension(i, token)], LogAdd(h.s, h.ns), Viterbi(h),
+                       Times(h), lp, /*continues=*/false);
       }
     }
   }

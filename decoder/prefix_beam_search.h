@@ -112,6 +112,11 @@ class PrefixBeamSearch final : public CtcSearch {
   void SkipBlankFrame(float blank_log_prob);
   int32_t CandidateForNode(int32_t node);
   int32_t CandidateForExtension(int32_t hyp, int32_t token);
+  // Adds the paths from a source hyp that end in the candidate's last token:
+  // their total `log_prob`, best `viterbi` with its `times`, extended by a
+  // token of `token_log_prob` that continues its run or starts a new one.
+  static void AddTokenEnding(Candidate& c, float log_prob, float viterbi, int32_t times,
+                             float token_log_prob, bool continues);
   void PruneAndCommit();
   int32_t AddTrieNode(int32_t parent, int32_t token, int32_t context_state, float context);
   int32_t AddPathNode(int32_t prev, int32_t frame, float log_prob);

@@ -8,26 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "decoder/utf8.h"
 
 namespace oasr::decoder {
 namespace {
 
 bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
-// Splits `line` at runs of whitespace.
-std::vector<std::string> SplitFields(const std::string& line) {
-  std::vector<std::string> fields;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && IsSpace(line[i])) ++i;
-    size_t j = i;
-    while (j < line.size() && !IsSpace(line[j])) ++j;
-    if (j > i) fields.push_back(line.substr(i, j - i));
-    i = j;
-  }
-  return fields;
 }
 
 }  // namespace
@@ -61,7 +48,7 @@ absl::StatusOr<SymbolTable> SymbolTable::Parse(const std::string& text, const st
   int line_number = 0;
   while (std::getline(lines, line)) {
     ++line_number;
-    const std::vector<std::string> fields = SplitFields(line);
+    const std::vector<std::string> fields = SplitOnWhitespace(line);
     if (fields.empty()) continue;  // blank lines (e.g. a trailing one) carry nothing
     if (fields.size() != 2) {
       return absl::InvalidArgumentError(

@@ -1,6 +1,12 @@
 #include "decoder/utf8.h"
 
+#include "absl/strings/str_split.h"
+
 namespace oasr::decoder {
+
+std::vector<std::string> SplitOnWhitespace(const std::string& text) {
+  return absl::StrSplit(text, absl::ByAnyChar(" \t\r\n\v\f"), absl::SkipEmpty());
+}
 
 bool NextCodePoint(const std::string& text, size_t* pos, char32_t* code_point) {
   const size_t i = *pos;

@@ -1,12 +1,16 @@
-// The little UTF-8 handling the decoder needs: walking code points (phrase
-// tokenisation) and telling CJK characters apart (each one is a word in
-// transcripts and timestamps).
+// The little text handling the decoder needs: splitting at whitespace,
+// walking UTF-8 code points (phrase tokenisation) and telling CJK characters
+// apart (each one is a word in transcripts and timestamps).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace oasr::decoder {
+
+// The runs of non-whitespace characters of `text` (ASCII whitespace).
+std::vector<std::string> SplitOnWhitespace(const std::string& text);
 
 // Decodes the code point starting at byte `*pos` of `text` into `*code_point`
 // and advances `*pos` past it. False (and `*pos` unchanged) on a malformed or
