@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -98,41 +99,35 @@ absl::Status RejectUnknownKeys(const Json& obj, const std::string& prefix,
 
 }  // namespace
 
-const char* SubsamplingName(SubsamplingType type) {
-  switch (type) {
-    case SubsamplingType::kConv2d4:
-      return "conv2d";
-    case SubsamplingType::kConv2d6:
-      return "conv2d6";
-    case SubsamplingType::kConv2d8:
-      return "conv2d8";
+namespace {
+
+// Each subsampling front: its train.yaml name, rate and right context
+// (extra feature frames an output frame needs beyond the rate).
+struct SubsamplingInfo {
+  SubsamplingType type;
+  const char* name;
+  int rate;
+  int right_context;
+};
+constexpr SubsamplingInfo kSubsampling[] = {
+    {SubsamplingType::kConv2d4, "conv2d", 4, 6},
+    {SubsamplingType::kConv2d6, "conv2d6", 6, 10},
+    {SubsamplingType::kConv2d8, "conv2d8", 8, 14},
+};
+
+const SubsamplingInfo& Info(SubsamplingType type) {
+  for (const SubsamplingInfo& info : kSubsampling) {
+    if (info.type == type) return info;
   }
-  return "unknown";
+  OASR_CHECK(false, "unknown subsampling type");
+  return kSubsampling[0];
 }
 
-int ModelConfig::subsampling_rate() const {
-  switch (input_layer) {
-    case SubsamplingType::kConv2d4:
-      return 4;
-    case SubsamplingType::kConv2d6:
-      return 6;
-    case SubsamplingType::kConv2d8:
-      return 8;
-  }
-  return 0;
-}
+}  // namespace
 
-int ModelConfig::right_context() const {
-  switch (input_layer) {
-    case SubsamplingType::kConv2d4:
-      return 6;
-    case SubsamplingType::kConv2d6:
-      return 10;
-    case SubsamplingType::kConv2d8:
-      return 14;
-  }
-  return 0;
-}
+const char* SubsamplingName(SubsamplingType type) { return Info(type).name; }
+int ModelConfig::subsampling_rate() const { return Info(input_layer).rate; }
+int ModelConfig::right_context() const { return Info(input_layer).right_context; }
 
 absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
   const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -169,15 +164,14 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
   OASR_RETURN_IF_ERROR(GetInt(*enc, p, "num_blocks", &c.num_blocks));
   std::string input_layer;
   OASR_RETURN_IF_ERROR(GetString(*enc, p, "input_layer", &input_layer));
-  if (input_layer == "conv2d") {
-    c.input_layer = SubsamplingType::kConv2d4;
-  } else if (input_layer == "conv2d6") {
-    c.input_layer = SubsamplingType::kConv2d6;
-  } else if (input_layer == "conv2d8") {
-    c.input_layer = SubsamplingType::kConv2d8;
-  } else {
+  const SubsamplingInfo* subsampling = nullptr;
+  for (const SubsamplingInfo& info : kSubsampling) {
+    if (input_layer == info.name) subsampling = &info;
+  }
+  if (subsampling == nullptr) {
     return Unsupported(p + "input_layer", input_layer, "conv2d, conv2d6, conv2d8");
   }
+  c.input_layer = subsampling->type;
   OASR_RETURN_IF_ERROR(RequireString(*enc, p, "pos_enc_layer_type", "rel_pos"));
   OASR_RETURN_IF_ERROR(RequireString(*enc, p, "selfattention_layer_type", "rel_selfattn"));
   OASR_RETURN_IF_ERROR(RequireTrue(*enc, p, "normalize_before"));
