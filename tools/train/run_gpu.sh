@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Retrains the bundled English model from scratch on one GPU machine:
+# unpack the synthesizers (.debs from fetch_debs.sh), tokenizer, synthesis,
+# training, export, held-out evaluation. Every stage is resumable: running the
+# same command again with the same WORK skips finished stages and continues
+# training from the newest checkpoint, so the job may be split over calls.
+#
+#   OUT=/path/to/out tools/train/run_gpu.sh
+#
+# Settings (environment): WORK (default <repo>/.train_work), DEBS (default
+# <repo>/.devdebs; when it holds no .deb the synthesizers on PATH are used),
+# SYNTH_MINUTES (4), TRAIN_MINUTES (11, total over all calls), CALL_MINUTES
+# (9.3: this call stops training in time to export within it), MAX_TRAIN
+# (utterances, 200000; the synthesis time budget usually ends it first),
+# VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
+# TRAIN_ARGS (extra train.py flags), PYTHON (python3).
+#
+# Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
+# model.safetensors.partNN (or model.safetensors), model_meta.tar (config.json,
+# units.txt, model.safetensors.sha256, bpe.model, eval.json/.md, summaries).
+# Join here with: python3 -m tools.train.checkpoint join MODEL/model.safetensors MODEL/model.safetensors.part*
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+call_start=$(date +%s)
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$repo"
+: "${OUT:?set OUT to the results folder}"
+WORK="${WORK:-$repo/.train_work}"
+DEBS="${DEBS:-$repo/.devdebs}"
+PY="${PYTHON:-python3}"
+SYNTH_MINUTES="${SYNTH_MINUTES:-4}"
+TRAIN_MINUTES="${TRAIN_MINUTES:-11}"
+CALL_MINUTES="${CALL_MINUTES:-9.3}"
+MAX_TRAIN="${MAX_TRAIN:-200000}"
+EVAL_PER_VOICE="${EVAL_PER_VOICE:-40}"
+VOCAB="${VOCAB:-256}"
+mkdir -p "$OUT" "$WORK"
+exec > >(tee -a "$OUT/run.log") 2>&1
+echo "run_gpu: $(date -u +%FT%TZ) repo $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') work $WORK"
+"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")'
+
+if compgen -G "$DEBS/*.deb" >/dev/null; then
+  eval "$(tools/train/unpack_debs.sh "$DEBS" "$WORK/debroot")"
+fi
+export OASR_SYNTH_TMP="${OASR_SYNTH_TMP:-/dev/shm}"
+[ -w "$OASR_SYNTH_TMP" ] || export OASR_SYNTH_TMP="$WORK"
+command -v espeak-ng >/dev/null && espeak-ng --version
+
+corpus=tools/train/corpus
+if [ ! -f "$WORK/tok/bpe.model" ]; then
+  "$PY" -m tools.train.tokenizer --corpus "$corpus" --out "$WORK/tok" --vocab "$VOCAB"
+fi
+if [ ! -f "$WORK/data/synth_summary.json" ]; then
+  "$PY" -m tools.train.synth --corpus "$corpus" --out "$WORK/data" --workers "$(nproc)" \
+    --max-train "$MAX_TRAIN" --max-minutes "$SYNTH_MINUTES" --eval-per-voice "$EVAL_PER_VOICE" \
+    ${VOICES:+--voices "$VOICES"}
+fi
+
+# Leave ~1.2 minutes of this call for data loading slack, export and evaluation.
+stop=$("$PY" -c "import time; print(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - 1.2))")
+# shellcheck disable=SC2086
+"$PY" -m tools.train.train --data "$WORK/data" --tokenizer "$WORK/tok" --work "$WORK/train" \
+  --export "$WORK/model" --max-minutes "$TRAIN_MINUTES" --stop-after-minutes "$stop" ${TRAIN_ARGS:-}
+
+if ! "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$WORK/train/train_summary.json'))['finished'] else 1)"; then
+  echo "run_gpu: training not finished; run the same command again to continue"
+  exit 0
+fi
+meta="$WORK/model_meta"
+mkdir -p "$meta"
+heldout=$("$PY" -c "import json; print(','.join(json.load(open('$WORK/data/synth_summary.json'))['heldout_voices']))")
+"$PY" -m tools.train.evaluate --model "$WORK/model" --eval "$WORK/data/eval" \
+  --heldout-voices "$heldout" --out "$meta/eval.json"
+cp "$WORK/model/config.json" "$WORK/model/units.txt" "$WORK/tok/bpe.model" \
+   "$WORK/train/train_summary.json" "$WORK/data/synth_summary.json" "$meta/"
+[ -f "$WORK/model/model.safetensors.sha256" ] && cp "$WORK/model/model.safetensors.sha256" "$meta/"
+tar -C "$meta" -cf "$OUT/model_meta.tar" .
+if compgen -G "$WORK/model/model.safetensors.part*" >/dev/null; then
+  cp "$WORK"/model/model.safetensors.part* "$OUT/"
+else
+  cp "$WORK/model/model.safetensors" "$OUT/"
+fi
+ls -la "$OUT"
+echo "run_gpu: done in $(( $(date +%s) - call_start )) s"

@@ -1,0 +1,301 @@
+"""Synthesizes training and evaluation speech with Debian's English voices.
+
+Voice families (one family = one synthesizer voice or espeak-ng accent):
+  espeak:<accent>   espeak-ng's English accents, each with random variants
+                    (+m1..+m8, +f1..+f5 and named ones), rate, pitch, volume;
+  flite:<voice>     flite's built-in voices (kal, kal16, awb, rms, slt) with
+                    random duration stretch and mean pitch;
+  festival:<voice>  festival's English voices (kal_diphone, ked_diphone,
+                    cmu_us_slt_arctic_hts) with random duration stretch.
+Families in --heldout-voices are never used for training, only for the
+evaluation set, so their WER shows how far the model generalises.
+
+Training utterances are augmented (augment.py) and stored as fbank features
+(float16) in shards under OUT/train/; evaluation utterances (held-out
+sentences, every family, clean, default voice settings with a fixed variant)
+are stored as 16 kHz int16 WAV files under OUT/eval/ with OUT/eval/eval.jsonl.
+Everything is seeded per utterance, so a run here and a run on the GPU
+machine produce the same evaluation audio from the same synthesizer build.
+
+    python3 -m tools.train.synth --corpus tools/train/corpus --out WORK/data \
+        --workers 16 --max-train 60000 --max-minutes 4
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+import multiprocessing as mp
+
+import torch
+
+from tools.reference import frontend
+from tools.train import augment
+from tools.train.corpus import read_lines
+
+SAMPLE_RATE = 16000
+ESPEAK_ACCENTS = ["en-us", "en", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan",
+                  "en-gb-x-gbcwmd", "en-029", "en-us-nyc"]
+ESPEAK_VARIANTS = (["m%d" % i for i in range(1, 9)] + ["f%d" % i for i in range(1, 6)]
+                   + ["Alex", "Andy", "Annie", "Denis", "Gene", "Jacky", "Lee", "Mario",
+                      "Michael", "adam", "aunty", "belinda", "benjamin", "david", "ed",
+                      "edward", "iven", "john", "linda", "max", "paul", "quincy", "robert",
+                      "steph", "travis", "victor", "zac", "klatt", "klatt2", "klatt3"])
+FLITE_VOICES = {"kal": (90, 130), "kal16": (90, 130), "awb": (90, 130),
+                "rms": (80, 120), "slt": (150, 210)}
+FESTIVAL_VOICES = ["kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts"]
+ALL_FAMILIES = (["espeak:" + a for a in ESPEAK_ACCENTS] + ["flite:" + v for v in FLITE_VOICES]
+                + ["festival:" + v for v in FESTIVAL_VOICES])
+DEFAULT_HELDOUT = "espeak:en-029,flite:rms"
+# Share of training utterances per synthesizer (espeak-ng has by far the
+# most voices; the others are fewer but sound more natural).
+ENGINE_WEIGHTS = {"espeak": 0.55, "flite": 0.25, "festival": 0.20}
+
+
+def read_wav(path: str):
+    """(float32 tensor in [-1, 1), sample rate) of a 16-bit PCM mono WAV."""
+    with wave.open(path, "rb") as w:
+        if w.getsampwidth() != 2:
+            raise ValueError(f"{path}: expected 16-bit PCM")
+        rate, channels, n = w.getframerate(), w.getnchannels(), w.getnframes()
+        data = w.readframes(n)
+    x = torch.frombuffer(bytearray(data), dtype=torch.int16).to(torch.float32) / 32768.0
+    if channels > 1:
+        x = x.view(-1, channels).mean(1)
+    return x, rate
+
+
+def write_wav(path: str, x: torch.Tensor):
+    pcm = (x.clamp(-1.0, 32767.0 / 32768.0) * 32768.0).round().to(torch.int16)
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SAMPLE_RATE)
+        w.writeframes(pcm.numpy().tobytes())
+
+
+def voice_settings(family: str, rng: random.Random, clean: bool) -> dict:
+    """Random (or, for clean evaluation audio, default) settings of a family."""
+    engine, name = family.split(":", 1)
+    if engine == "espeak":
+        if clean:
+            return {"variant": ESPEAK_VARIANTS[rng.randrange(13)], "speed": 165, "pitch": 50,
+                    "amplitude": 100}
+        return {"variant": rng.choice(ESPEAK_VARIANTS), "speed": rng.randint(130, 210),
+                "pitch": rng.randint(25, 80), "amplitude": rng.randint(70, 150)}
+    if engine == "flite":
+        lo, hi = FLITE_VOICES[name]
+        if clean:
+            return {"stretch": 1.0, "f0": None}
+        return {"stretch": round(rng.uniform(0.8, 1.25), 3), "f0": rng.randint(lo, hi)}
+    return {"stretch": 1.0 if clean else round(rng.uniform(0.8, 1.25), 3)}
+
+
+def _run(cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def synthesize(items, tmp: str):
+    """items: [(family, text, settings)] of one engine -> [waveform at 16 kHz
+    or None where the synthesizer failed]."""
+    engine = items[0][0].split(":", 1)[0]
+    paths = [os.path.join(tmp, f"u{i}.wav") for i in range(len(items))]
+    if engine == "festival":
+        script = os.path.join(tmp, "batch.scm")
+        with open(script, "w", encoding="utf-8") as f:
+            for (family, text, s), path in zip(items, paths):
+                f.write(f"(voice_{family.split(':', 1)[1]})\n")
+                f.write(f"(Parameter.set 'Duration_Stretch {s['stretch']})\n")
+                # Texts are normalised (a-z, apostrophe, space): no escaping.
+                f.write(f'(utt.save.wave (utt.synth (Utterance Text "{text}")) "{path}" \'riff)\n')
+        cmd = ["festival"]
+        libdir = os.environ.get("OASR_FESTIVAL_LIBDIR")
+        if libdir:
+            cmd += ["--libdir", libdir]
+        try:
+            _run(cmd + ["-b", script])
+        except subprocess.CalledProcessError:
+            pass  # the files that were written are still used
+    else:
+        for (family, text, s), path in zip(items, paths):
+            name = family.split(":", 1)[1]
+            if engine == "espeak":
+                cmd = ["espeak-ng", "-v", f"{name}+{s['variant']}", "-s", str(s["speed"]),
+                       "-p", str(s["pitch"]), "-a", str(s["amplitude"]), "-w", path, text]
+            else:
+                cmd = ["flite", "-voice", name, "-t", text, "-o", path,
+                       "--setf", f"duration_stretch={s['stretch']}"]
+                if s["f0"]:
+                    cmd += ["--setf", f"int_f0_target_mean={s['f0']}"]
+            try:
+                _run(cmd)
+            except subprocess.CalledProcessError:
+                pass
+    out = []
+    for path in paths:
+        if not os.path.exists(path) or os.path.getsize(path) <= 44:
+            out.append(None)
+            continue
+        x, rate = read_wav(path)
+        out.append(augment.resample(x, rate, SAMPLE_RATE))
+    return out
+
+
+def _train_job(job):
+    """Synthesizes, augments and featurises one job; writes one shard."""
+    torch.set_num_threads(1)
+    shard_path, seed, items = job
+    rng = random.Random(seed)
+    by_engine = {}
+    for idx, (family, text) in enumerate(items):
+        settings = voice_settings(family, rng, clean=False)
+        by_engine.setdefault(family.split(":")[0], []).append((idx, (family, text, settings)))
+    feats, meta = [], []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("OASR_SYNTH_TMP")) as tmp:
+        for engine, group in by_engine.items():
+            waves = synthesize([g[1] for g in group], tmp)
+            for (idx, (family, text, settings)), x in zip(group, waves):
+                if x is None or x.numel() < SAMPLE_RATE // 5:
+                    continue
+                x, aug = augment.augment(x, rng)
+                f = frontend.fbank(x)
+                feats.append(f.to(torch.float16))
+                meta.append({"text": text, "voice": family, "settings": settings, "aug": aug,
+                             "seconds": round(x.numel() / SAMPLE_RATE, 3)})
+    torch.save({"feats": feats, "meta": meta}, shard_path + ".tmp")
+    os.replace(shard_path + ".tmp", shard_path)
+    return len(meta), sum(m["seconds"] for m in meta)
+
+
+def _eval_job(job):
+    torch.set_num_threads(1)
+    out_dir, items = job
+    rows = []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("OASR_SYNTH_TMP")) as tmp:
+        for family, text, utt_id, seed in items:
+            settings = voice_settings(family, random.Random(seed), clean=True)
+            x = synthesize([(family, text, settings)], tmp)[0]
+            if x is None:
+                continue
+            rel = os.path.join(family.replace(":", "_"), utt_id + ".wav")
+            os.makedirs(os.path.dirname(os.path.join(out_dir, rel)), exist_ok=True)
+            write_wav(os.path.join(out_dir, rel), x)
+            rows.append({"id": utt_id, "voice": family, "wav": rel, "text": text,
+                         "settings": settings})
+    return rows
+
+
+def probe_families(families, tmp_root=None):
+    """The families whose synthesizer works here (each says one word)."""
+    ok = []
+    with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+        for family in families:
+            s = voice_settings(family, random.Random(0), clean=True)
+            x = synthesize([(family, "hello", s)], tmp)[0]
+            if x is not None and x.abs().max() > 0.01:
+                ok.append(family)
+            else:
+                print(f"synth: voice {family} does not work here; skipped", file=sys.stderr)
+    return ok
+
+
+def train_plan(sentences, families, count: int, seed: int):
+    """[(family, text)] for `count` training utterances: sentences in a
+    seeded random order, families drawn with ENGINE_WEIGHTS."""
+    rng = random.Random(seed)
+    order = list(range(len(sentences)))
+    rng.shuffle(order)
+    engines = {}
+    for f in families:
+        engines.setdefault(f.split(":")[0], []).append(f)
+    names = sorted(engines)
+    weights = [ENGINE_WEIGHTS.get(e, 0.1) for e in names]
+    plan = []
+    for i in range(count):
+        engine = rng.choices(names, weights)[0]
+        plan.append((rng.choice(engines[engine]), sentences[order[i % len(order)]]))
+    return plan
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--corpus", required=True, help="folder with train.txt.gz, heldout.txt.gz")
+    p.add_argument("--out", required=True)
+    p.add_argument("--voices", default=",".join(ALL_FAMILIES))
+    p.add_argument("--heldout-voices", default=DEFAULT_HELDOUT)
+    p.add_argument("--max-train", type=int, default=60000, help="training utterances")
+    p.add_argument("--eval-per-voice", type=int, default=40)
+    p.add_argument("--job-size", type=int, default=25)
+    p.add_argument("--workers", type=int, default=os.cpu_count())
+    p.add_argument("--max-minutes", type=float, default=4.0,
+                   help="stop synthesizing training speech after this long")
+    p.add_argument("--seed", type=int, default=1)
+    a = p.parse_args(argv)
+
+    t0 = time.time()
+    requested = [v for v in a.voices.split(",") if v]
+    unknown = [v for v in requested if v not in ALL_FAMILIES]
+    if unknown:
+        sys.exit(f"synth: unknown voices {unknown}; known: {ALL_FAMILIES}")
+    families = probe_families(requested)
+    heldout = [v for v in families if v in a.heldout_voices.split(",")]
+    train_families = [v for v in families if v not in heldout]
+    if not train_families:
+        sys.exit("synth: no working training voice")
+    os.makedirs(os.path.join(a.out, "train"), exist_ok=True)
+    eval_dir = os.path.join(a.out, "eval")
+    os.makedirs(eval_dir, exist_ok=True)
+
+    heldout_sents = read_lines(os.path.join(a.corpus, "heldout.txt.gz"))
+    erng = random.Random(a.seed + 1)
+    eval_items = []
+    for fi, family in enumerate(families):
+        picks = erng.sample(range(len(heldout_sents)), min(a.eval_per_voice, len(heldout_sents)))
+        for k, si in enumerate(picks):
+            eval_items.append((family, heldout_sents[si], f"{family.replace(':', '_')}-{k:03d}",
+                               a.seed * 100003 + fi * 1009 + k))
+    eval_jobs = [(eval_dir, eval_items[i:i + a.job_size])
+                 for i in range(0, len(eval_items), a.job_size)]
+
+    sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
+    plan = train_plan(sentences, train_families, a.max_train, a.seed)
+    jobs = [(os.path.join(a.out, "train", f"shard{j:05d}.pt"), a.seed * 7919 + j,
+             plan[i:i + a.job_size])
+            for j, i in enumerate(range(0, len(plan), a.job_size))]
+    jobs = [j for j in jobs if not os.path.exists(j[0])]  # resumable
+
+    rows = []
+    utts = seconds = 0.0
+    with mp.get_context("fork").Pool(a.workers) as pool:
+        for r in pool.imap_unordered(_eval_job, eval_jobs):
+            rows.extend(r)
+        deadline = t0 + a.max_minutes * 60
+        for n, s in pool.imap_unordered(_train_job, jobs):
+            utts += n
+            seconds += s
+            if time.time() > deadline:
+                print("synth: time budget reached; stopping", flush=True)
+                pool.terminate()
+                break
+    rows.sort(key=lambda r: r["id"])
+    with open(os.path.join(eval_dir, "eval.jsonl"), "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    for leftover in os.listdir(os.path.join(a.out, "train")):
+        if leftover.endswith(".tmp"):
+            os.remove(os.path.join(a.out, "train", leftover))
+    summary = {"train_voices": train_families, "heldout_voices": heldout,
+               "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
+               "eval_utterances": len(rows), "minutes": round((time.time() - t0) / 60, 2)}
+    with open(os.path.join(a.out, "synth_summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    print("synth:", json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

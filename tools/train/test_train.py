@@ -1,0 +1,212 @@
+"""Unit tests of the training pipeline's pure parts (run by ctest, CPU):
+normaliser, corpus split, augmentation, masks, checkpoint parts, and one
+training step of the reference model through train_forward."""
+
+import os
+import random
+import tempfile
+import unittest
+
+import torch
+
+from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
+from tools.train import augment, checkpoint, corpus
+from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
+from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
+                                       greedy_decode, output_lengths)
+
+
+class NormalizeTest(unittest.TestCase):
+    def test_cardinals(self):
+        self.assertEqual(cardinal(0), "zero")
+        self.assertEqual(cardinal(15), "fifteen")
+        self.assertEqual(cardinal(40), "forty")
+        self.assertEqual(cardinal(342), "three hundred forty two")
+        self.assertEqual(cardinal(1000001), "one million one")
+        self.assertEqual(cardinal(2500), "two thousand five hundred")
+
+    def test_ordinals_and_years(self):
+        self.assertEqual(ordinal(1), "first")
+        self.assertEqual(ordinal(22), "twenty second")
+        self.assertEqual(ordinal(40), "fortieth")
+        self.assertEqual(ordinal(112), "one hundred twelfth")
+        self.assertEqual(year(1984), "nineteen eighty four")
+        self.assertEqual(year(1900), "nineteen hundred")
+        self.assertEqual(year(1905), "nineteen oh five")
+        self.assertEqual(year(2007), "two thousand seven")
+
+    def test_sentences(self):
+        cases = {
+            "It cost $5.50 in 1984.": "it cost five dollars and fifty cents in nineteen eighty four",
+            "He came 2nd of 10,000 runners!": "he came second of ten thousand runners",
+            "Sales rose 15% & profits fell.": "sales rose fifteen percent and profits fell",
+            "Dr. Smith met Mr. Jones at 3:30.": "doctor smith met mister jones at three thirty",
+            "pi is about 3.14": "pi is about three point one four",
+            "Don't stop -- it's the 1960s' sound": "don't stop it's the nineteen sixties sound",
+            "\u201cQuoted\u201d words, a well-known phrase": "quoted words a well known phrase",
+            "The 21st century": "the twenty first century",
+            "A \u00a3100 note": "a one hundred pounds note",
+        }
+        for text, want in cases.items():
+            self.assertEqual(normalize(text), want, text)
+
+    def test_output_alphabet(self):
+        for text in ["Hello, World #1 = +2 @ home!", "x/y_z 'quoted' 7th"]:
+            out = normalize(text)
+            self.assertTrue(set(out) <= set(ALPHABET + " "), out)
+            self.assertNotIn("  ", out)
+
+    def test_rejects_non_prose(self):
+        self.assertIsNone(normalize("|__|__|  +--+--+  {}[]<>"))
+        self.assertIsNone(normalize("   "))
+        self.assertIsNone(normalize("caf\u00e9 na\u00efve"))  # not coverable by a-z
+
+
+class CorpusTest(unittest.TestCase):
+    def test_split_dedup_and_filter(self):
+        texts = ["The cat sat on the mat.", "the cat sat on the mat", "Too short.",
+                 "One two three four five.", " ".join(["word"] * 30)]
+        texts += [f"Sentence number {i} is here." for i in range(300)]
+        train, held, stats = corpus.build([("t", texts)], 3, 25, 0.2)
+        self.assertEqual(len(set(train) & set(held)), 0)
+        self.assertEqual(len(train) + len(held), len(set(train + held)))
+        self.assertIn("the cat sat on the mat", train + held)
+        self.assertNotIn("too short", train + held)
+        self.assertTrue(all(3 <= len(s.split()) <= 25 for s in train + held))
+        self.assertGreater(len(held), 20)  # ~20 % of ~300
+        self.assertEqual(stats["t"]["read"], len(texts))
+
+    def test_split_sentences(self):
+        self.assertEqual(corpus.split_sentences("One here. Two there!  \"Three?\" four"),
+                         ["One here.", "Two there!", "\"Three?\" four"])
+
+
+class AugmentTest(unittest.TestCase):
+    def test_shapes_and_levels(self):
+        x = torch.sin(torch.arange(16000) * 0.05) * 0.5
+        gen = torch.Generator().manual_seed(0)
+        self.assertEqual(augment.telephone(x).numel(), x.numel())
+        self.assertEqual(augment.reverberate(x, 0.3, gen).numel(), x.numel())
+        noisy = augment.add_noise(x, 10.0, "pink", gen)
+        snr = 10 * torch.log10(x.pow(2).mean() / (noisy - x).pow(2).mean())
+        self.assertAlmostEqual(float(snr), 10.0, delta=0.5)
+        for seed in range(10):
+            y, desc = augment.augment(x, random.Random(seed))
+            self.assertLessEqual(float(y.abs().max()), 1.0)
+            if "speed" in desc:
+                self.assertAlmostEqual(y.numel(), x.numel() / desc["speed"], delta=2)
+
+
+class MaskTest(unittest.TestCase):
+    def test_attention_mask(self):
+        m = attention_mask(torch.tensor([5, 3]), 5, 2, 1)
+        self.assertEqual(tuple(m.shape), (2, 1, 5, 5))
+        # Frame 4 (chunk 2) sees chunks 1 and 2: frames 2..4.
+        self.assertEqual(m[0, 0, 4].tolist(), [False, False, True, True, True])
+        # Utterance 2 has 3 valid frames: keys 3, 4 hidden; padded query 4
+        # sees valid frame 2 (chunk 1) and itself.
+        self.assertEqual(m[1, 0, 2].tolist(), [True, True, True, False, False])
+        self.assertEqual(m[1, 0, 4].tolist(), [False, False, True, False, True])
+        m = attention_mask(torch.tensor([2]), 5, 1, 0)
+        self.assertEqual(m[0, 0, 3].tolist(), [False, False, False, True, False])
+        full = attention_mask(torch.tensor([4]), 4, 0, -1)
+        self.assertTrue(bool(full.all()))
+
+    def test_dynamic_chunk_rule(self):
+        rng = random.Random(0)
+        seen = [dynamic_chunk(100, rng) for _ in range(2000)]
+        full = sum(1 for c, _ in seen if c == 0)
+        self.assertAlmostEqual(full / 2000, 0.5, delta=0.05)
+        self.assertTrue(all(1 <= c <= 25 for c, _ in seen if c))
+        self.assertTrue(any(l == -1 for c, l in seen if c) and any(l >= 0 for c, l in seen if c))
+
+    def test_greedy(self):
+        lp = torch.log(torch.tensor([[.1, .9, 0], [.1, .9, 0], [.9, .1, 0], [.1, .9, 0],
+                                     [0, 0, 1.]]) + 1e-9)
+        self.assertEqual(greedy_decode(lp, 5), [1, 1, 2])
+        self.assertEqual(greedy_decode(lp, 2), [1])
+
+
+class ForwardTest(unittest.TestCase):
+    def test_matches_reference_and_ignores_padding(self):
+        cfg = ModelConfig(output_dim=20, output_size=32, attention_heads=4, linear_units=48,
+                          num_blocks=2)
+        model = randomize_(ConformerCtcModel(cfg), 3)
+        feats = torch.randn(2, 90, 80) * 3
+        lengths = torch.tensor([90, 61])
+        pos = PositionCache(32)
+        with torch.no_grad():
+            lp, out_len = encode(model, feats, lengths, 4, 2, pos)
+            self.assertEqual(out_len.tolist(), output_lengths(lengths).tolist())
+            for b in range(2):
+                ref = model.log_probs_full(feats[b:b + 1, : lengths[b]], 4, 2)[0]
+                n = int(out_len[b])
+                self.assertEqual(ref.size(0), n)
+                self.assertLess(float((lp[b, :n] - ref).abs().max()), 1e-4)
+            # Full context: the padded utterance must still match its own forward.
+            lp, out_len = encode(model, feats, lengths, 0, -1, pos)
+            ref = model.log_probs_full(feats[1:2, :61], 0)[0]
+            self.assertLess(float((lp[1, : ref.size(0)] - ref).abs().max()), 1e-4)
+
+    def test_one_step_lowers_loss(self):
+        torch.manual_seed(0)
+        cfg = ModelConfig(output_dim=12, output_size=32, attention_heads=4, linear_units=48,
+                          num_blocks=1)
+        model = ConformerCtcModel(cfg).train()
+        feats = torch.randn(2, 80, 80)
+        lengths = torch.tensor([80, 70])
+        targets = torch.tensor([3, 4, 5, 6, 7, 3, 4])
+        tlens = torch.tensor([4, 3])
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        ctc = torch.nn.CTCLoss(zero_infinity=True)
+        pos = PositionCache(32)
+        losses = []
+        for _ in range(5):
+            lp, out_len = encode(model, feats, lengths, 4, -1, pos)
+            loss = ctc(lp.transpose(0, 1), targets, out_len, tlens)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+        self.assertLess(losses[-1], losses[0])
+
+
+class CheckpointTest(unittest.TestCase):
+    def test_round_trip_in_small_parts(self):
+        state = {"model": {"w": torch.randn(1000, 30), "b": torch.arange(7)},
+                 "opt": {"state": {0: {"step": torch.tensor(3.0)}}, "groups": [{"lr": 0.1}]},
+                 "step": 12, "t": (1, "x")}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ckpt", "step12")
+            checkpoint.save(state, path, max_bytes=20000)
+            parts = [f for f in os.listdir(path) if f.startswith("part")]
+            self.assertGreater(len(parts), 5)
+            self.assertEqual(checkpoint.latest(os.path.join(d, "ckpt")), path)
+            back = checkpoint.load(path)
+            self.assertTrue(torch.equal(back["model"]["w"], state["model"]["w"]))
+            self.assertTrue(torch.equal(back["model"]["b"], state["model"]["b"]))
+            self.assertEqual(back["opt"]["state"][0]["step"].item(), 3.0)
+            self.assertEqual(back["step"], 12)
+            self.assertEqual(back["t"], (1, "x"))
+
+    def test_split_and_join_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "blob")
+            data = os.urandom(10000)
+            with open(path, "wb") as f:
+                f.write(data)
+            files = checkpoint.split_file(path, 3000)
+            self.assertEqual(len(files), 5)  # 4 parts + sha256
+            self.assertFalse(os.path.exists(path))
+            checkpoint.main(["join", path] + [f for f in files if ".part" in f])
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), data)
+            with open(files[0], "wb") as f:
+                f.write(b"corrupt")
+            os.remove(path)
+            with self.assertRaises(ValueError):
+                checkpoint.main(["join", path] + [f for f in files if ".part" in f])
+
+
+if __name__ == "__main__":
+    unittest.main()

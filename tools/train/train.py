@@ -1,0 +1,278 @@
+"""Trains the streaming Conformer-CTC with tools/reference's model class.
+
+Input: the feature shards of synth.py (DATA/train/shard*.pt) and a tokenizer
+folder (bpe.model, units.txt). Training: CTC loss, dynamic chunk masks
+(train_forward.dynamic_chunk), SpecAugment, dropout, AdamW with warmup and a
+cosine decay over the wall-clock budget, bf16 autocast on CUDA, global CMVN
+computed on the training features. Checkpoints (checkpoint.py, parts of at
+most 15 MiB) go to WORK/ckpt/stepN every --ckpt-minutes; a run started with
+the same WORK resumes from the newest (or from --resume DIR). At the end the
+model is exported with tools/reference/model_dir.py as float16 weights, with
+model.safetensors split into parts of at most 16 MiB when larger.
+
+    python3 -m tools.train.train --data WORK/data --tokenizer WORK/tok \
+        --work WORK/train --export OUT/model --max-minutes 11
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+
+import torch
+
+from tools.reference import frontend, model_dir
+from tools.reference.model import ConformerCtcModel, ModelConfig
+from tools.train import checkpoint
+from tools.train.tokenizer import Tokenizer
+from tools.train.train_forward import (PositionCache, add_dropout_hooks, dynamic_chunk,
+                                       encode, output_lengths)
+
+
+def log(msg: str):
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def load_data(data_dir: str, tok: Tokenizer):
+    """(features list (T, 80) float16, token id lists, voices) of every shard."""
+    feats, tokens, voices = [], [], []
+    dropped = 0
+    for path in sorted(glob.glob(os.path.join(data_dir, "train", "shard*.pt"))):
+        shard = torch.load(path, weights_only=False)
+        for f, m in zip(shard["feats"], shard["meta"]):
+            ids = tok.encode(m["text"])
+            # CTC needs at least one frame per unit (plus blanks between repeats).
+            if not ids or len(ids) + 2 > int(output_lengths(torch.tensor(f.size(0)))):
+                dropped += 1
+                continue
+            feats.append(f)
+            tokens.append(ids)
+            voices.append(m["voice"])
+    return feats, tokens, voices, dropped
+
+
+def global_cmvn(feats):
+    """WeNet global_cmvn statistics over every training frame (float64)."""
+    s = torch.zeros(80, dtype=torch.float64)
+    sq = torch.zeros(80, dtype=torch.float64)
+    n = 0
+    for f in feats:
+        f = f.to(torch.float64)
+        s += f.sum(0)
+        sq += (f * f).sum(0)
+        n += f.size(0)
+    return {"mean_stat": s.tolist(), "var_stat": sq.tolist(), "frame_num": n}
+
+
+def make_batches(lengths, batch_frames: int, rng: random.Random):
+    """Index lists with (utterances x longest) <= batch_frames, similar
+    lengths together, in a random order."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
+    batches, cur, longest = [], [], 0
+    for i in order:
+        longest2 = max(longest, lengths[i])
+        if cur and longest2 * (len(cur) + 1) > batch_frames:
+            batches.append(cur)
+            cur, longest2 = [], lengths[i]
+        cur.append(i)
+        longest = longest2
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(idx, feats, tokens, device):
+    lengths = torch.tensor([feats[i].size(0) for i in idx])
+    x = torch.zeros(len(idx), int(lengths.max()), 80, dtype=torch.float16)
+    for k, i in enumerate(idx):
+        x[k, : feats[i].size(0)] = feats[i]
+    targets = torch.tensor([t for i in idx for t in tokens[i]], dtype=torch.long)
+    tlens = torch.tensor([len(tokens[i]) for i in idx])
+    pin = device.type == "cuda"
+    move = (lambda t: t.pin_memory().to(device, non_blocking=True)) if pin else (lambda t: t.to(device))
+    return move(x).float(), move(lengths), move(targets), move(tlens)
+
+
+def build_model(a, vocab: int) -> ConformerCtcModel:
+    cfg = ModelConfig(output_dim=vocab, output_size=a.output_size, attention_heads=a.heads,
+                      linear_units=a.linear_units, num_blocks=a.num_blocks,
+                      cnn_module_kernel=a.kernel, cnn_module_norm="layer_norm", causal=True,
+                      input_layer="conv2d", static_chunk_size=0, use_dynamic_chunk=True)
+    return ConformerCtcModel(cfg)
+
+
+def lr_at(a, step: int, progress: float) -> float:
+    warm = min(1.0, (step + 1) / a.warmup_steps)
+    decay = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return a.lr * warm * max(decay, a.final_lr_ratio)
+
+
+def export(model: ConformerCtcModel, tok: Tokenizer, out_dir: str, max_file_mib: float):
+    """Writes the model directory (float16) and splits large files."""
+    model = model.to("cpu").float().eval()
+    for stale in glob.glob(os.path.join(out_dir, "model.safetensors*")):
+        os.remove(stale)
+    model_dir.write_model_dir(model, out_dir, dtype="float16", chunk_size=16, num_left_chunks=-1,
+                              units=tok.units)
+    files = checkpoint.split_file(os.path.join(out_dir, "model.safetensors"),
+                                  int(max_file_mib * 1024 * 1024))
+    return files
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", required=True)
+    p.add_argument("--tokenizer", required=True, help="folder with bpe.model")
+    p.add_argument("--work", required=True, help="checkpoints and logs")
+    p.add_argument("--export", help="model directory to write at the end")
+    p.add_argument("--resume", help="checkpoint folder (default: newest under WORK/ckpt)")
+    p.add_argument("--num-blocks", type=int, default=12)
+    p.add_argument("--output-size", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--linear-units", type=int, default=1024)
+    p.add_argument("--kernel", type=int, default=15)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--batch-frames", type=int, default=60000, help="padded fbank frames a batch")
+    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--final-lr-ratio", type=float, default=0.02)
+    p.add_argument("--warmup-steps", type=int, default=600)
+    p.add_argument("--weight-decay", type=float, default=1e-3)
+    p.add_argument("--max-minutes", type=float, default=11.0,
+                   help="total training wall-clock budget, over all resumed runs")
+    p.add_argument("--stop-after-minutes", type=float, default=None,
+                   help="end this call after this long (checkpoint kept; resume later)")
+    p.add_argument("--max-steps", type=int, default=0, help="0: until the time budget")
+    p.add_argument("--ckpt-minutes", type=float, default=3.0)
+    p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
+    p.add_argument("--max-file-mib", type=float, default=16)
+    p.add_argument("--seed", type=int, default=1)
+    a = p.parse_args(argv)
+    t_start = time.time()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    os.makedirs(a.work, exist_ok=True)
+
+    tok = Tokenizer(os.path.join(a.tokenizer, "bpe.model"))
+    feats, tokens, voices, dropped = load_data(a.data, tok)
+    if not feats:
+        sys.exit(f"train: no training utterances in {a.data}/train")
+    frames = [f.size(0) for f in feats]
+    hours = sum(frames) / 100 / 3600
+    log(f"data: {len(feats)} utterances, {hours:.2f} h, {dropped} dropped (too short for CTC), "
+        f"{len(set(voices))} voices, {tok.vocab_size} units; loaded in {time.time() - t_start:.0f} s")
+
+    model = build_model(a, tok.vocab_size)
+    nparams = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9,
+                            weight_decay=a.weight_decay)
+    step, train_seconds, epoch = 0, 0.0, 0
+    resume = a.resume or checkpoint.latest(os.path.join(a.work, "ckpt"))
+    if resume:
+        state = checkpoint.load(resume)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step, train_seconds, epoch = state["step"], state["train_seconds"], state["epoch"]
+        log(f"resumed from {resume}: step {step}, {train_seconds / 60:.1f} min trained")
+    else:
+        stats = global_cmvn(feats)
+        mean, istd = frontend.cmvn_from_stats(stats)
+        model.encoder.global_cmvn.mean.copy_(mean)
+        model.encoder.global_cmvn.istd.copy_(istd)
+        with open(os.path.join(a.work, "global_cmvn"), "w", encoding="utf-8") as f:
+            json.dump(stats, f)
+    log(f"model: {nparams / 1e6:.2f} M parameters ({nparams * 2 / 1e6:.1f} MB in float16), "
+        f"device {device}")
+    model.to(device)
+    for st in opt.state.values():
+        for k, v in st.items():
+            if isinstance(v, torch.Tensor):
+                st[k] = v.to(device)
+    add_dropout_hooks(model, a.dropout)
+    positions = PositionCache(a.output_size)
+    rng = random.Random(a.seed * 1000 + step)
+    gen = torch.Generator().manual_seed(a.seed * 1000 + step)
+    ctc = torch.nn.CTCLoss(blank=0, reduction="sum", zero_infinity=True)
+    amp = device.type == "cuda"
+
+    def save_ckpt():
+        path = os.path.join(a.work, "ckpt", f"step{step}")
+        checkpoint.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                         "train_seconds": train_seconds, "epoch": epoch,
+                         "args": vars(a)}, path)
+        for old in glob.glob(os.path.join(a.work, "ckpt", "step*")):
+            if old != path:
+                shutil.rmtree(old, ignore_errors=True)
+        log(f"checkpoint {path}")
+
+    model.train()
+    call_start = time.time()
+    last_ckpt = time.time()
+    budget = a.max_minutes * 60
+    window = {"loss": 0.0, "utts": 0, "frames": 0, "t": time.time()}
+    done = bool((a.max_steps and step >= a.max_steps) or train_seconds >= budget)
+    while not done:
+        batches = make_batches(frames, a.batch_frames, random.Random(a.seed + epoch))
+        for idx in batches:
+            t0 = time.time()
+            x, lengths, targets, tlens = collate(idx, feats, tokens, device)
+            max_out = int(output_lengths(lengths.max().cpu()))
+            chunk, left = dynamic_chunk(max_out, rng)
+            progress = step / a.max_steps if a.max_steps else train_seconds / budget
+            for g in opt.param_groups:
+                g["lr"] = lr_at(a, step, progress)
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+                logp, out_len = encode(model, x, lengths, chunk, left, positions, gen)
+            loss = ctc(logp.transpose(0, 1), targets, out_len, tlens) / len(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            if torch.isfinite(grad_norm):
+                opt.step()
+            step += 1
+            lv = float(loss)
+            train_seconds += time.time() - t0
+            window["loss"] += lv * len(idx)
+            window["utts"] += len(idx)
+            window["frames"] += int(lengths.sum())
+            if step % a.log_every == 0:
+                dt = time.time() - window["t"]
+                log(f"step {step} epoch {epoch} loss {window['loss'] / window['utts']:.3f} "
+                    f"lr {opt.param_groups[0]['lr']:.2e} grad {float(grad_norm):.2f} "
+                    f"chunk {chunk}/{left} {window['frames'] / 100 / dt:.0f} s audio/s "
+                    f"trained {train_seconds / 60:.2f} min")
+                window = {"loss": 0.0, "utts": 0, "frames": 0, "t": time.time()}
+            if (a.max_steps and step >= a.max_steps) or train_seconds >= budget:
+                done = True
+            elif a.stop_after_minutes and time.time() - call_start >= a.stop_after_minutes * 60:
+                done = True
+            elif time.time() - last_ckpt >= a.ckpt_minutes * 60:
+                save_ckpt()
+                last_ckpt = time.time()
+            if done:
+                break
+        else:
+            epoch += 1
+    save_ckpt()
+    finished = (a.max_steps and step >= a.max_steps) or train_seconds >= budget
+    summary = {"steps": step, "epochs": epoch, "train_minutes": round(train_seconds / 60, 2),
+               "utterances": len(feats), "hours": round(hours, 3), "parameters": nparams,
+               "finished": bool(finished)}
+    if a.export and finished:
+        files = export(model, tok, a.export, a.max_file_mib)
+        summary["export"] = [os.path.basename(f) for f in files]
+    with open(os.path.join(a.work, "train_summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    log("train: " + json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
