@@ -9,7 +9,7 @@
 #
 # Settings (environment): WORK (default <repo>/.train_work), DEBS (default
 # <repo>/.devdebs; when it holds no .deb the synthesizers on PATH are used),
-# SYNTH_MINUTES (4), TRAIN_MINUTES (11, total over all calls), CALL_MINUTES
+# SYNTH_MINUTES (4), TRAIN_MINUTES (10.5, total over all calls), CALL_MINUTES
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
 # (utterances, 200000; the synthesis time budget usually ends it first),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
@@ -29,7 +29,7 @@ WORK="${WORK:-$repo/.train_work}"
 DEBS="${DEBS:-$repo/.devdebs}"
 PY="${PYTHON:-python3}"
 SYNTH_MINUTES="${SYNTH_MINUTES:-4}"
-TRAIN_MINUTES="${TRAIN_MINUTES:-11}"
+TRAIN_MINUTES="${TRAIN_MINUTES:-10.5}"
 CALL_MINUTES="${CALL_MINUTES:-9.3}"
 MAX_TRAIN="${MAX_TRAIN:-200000}"
 EVAL_PER_VOICE="${EVAL_PER_VOICE:-40}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole training pipeline at a tiny scale on the CPU (about 1-2 minutes on
 # 2 cores): run_gpu.sh with 4 voices (one held out), ~200 utterances, a
-# 2-layer d=64 model, 30 steps, export (split into 256 KiB parts to exercise
+# 2-layer d=64 model, 30 steps, export (split into 50 KiB parts to exercise
 # joining), evaluation of the exported model directory.
 #
 #   tools/train/smoke_test.sh [DIR]     (default: a fresh temporary folder)
@@ -14,6 +14,6 @@ export VOICES="espeak:en-us,flite:slt,festival:kal_diphone,espeak:en-029"
 export MAX_TRAIN=200 SYNTH_MINUTES=2 EVAL_PER_VOICE=3 VOCAB=128 CALL_MINUTES=10
 export TRAIN_ARGS="--num-blocks 2 --output-size 32 --linear-units 64 --max-steps 30 \
   --batch-frames 2000 --device cpu --threads 2 --warmup-steps 10 --lr 2e-3 \
-  --max-file-mib 0.25 --log-every 10 --ckpt-minutes 100"
+  --max-file-mib 0.05 --log-every 10 --ckpt-minutes 100"
 "$repo/tools/train/run_gpu.sh"
 echo "smoke_test: results in $OUT"
