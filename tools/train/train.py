@@ -172,30 +172,29 @@ def main(argv=None):
 
     model = build_model(a, tok.vocab_size)
     nparams = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9,
-                            weight_decay=a.weight_decay)
     step, train_seconds, epoch = 0, 0.0, 0
     resume = a.resume or checkpoint.latest(os.path.join(a.work, "ckpt"))
-    if resume:
-        state = checkpoint.load(resume)
+    state = checkpoint.load(resume) if resume else None
+    if state:
         model.load_state_dict(state["model"])
+    model.to(device)
+    # Created after the move, so that load_state_dict puts the optimizer's
+    # state where its parameters are (and keeps Adam's step counters on CPU).
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9,
+                            weight_decay=a.weight_decay)
+    if state:
         opt.load_state_dict(state["optimizer"])
         step, train_seconds, epoch = state["step"], state["train_seconds"], state["epoch"]
         log(f"resumed from {resume}: step {step}, {train_seconds / 60:.1f} min trained")
     else:
         stats = global_cmvn(feats)
         mean, istd = frontend.cmvn_from_stats(stats)
-        model.encoder.global_cmvn.mean.copy_(mean)
-        model.encoder.global_cmvn.istd.copy_(istd)
+        model.encoder.global_cmvn.mean.copy_(mean.to(device))
+        model.encoder.global_cmvn.istd.copy_(istd.to(device))
         with open(os.path.join(a.work, "global_cmvn"), "w", encoding="utf-8") as f:
             json.dump(stats, f)
     log(f"model: {nparams / 1e6:.2f} M parameters ({nparams * 2 / 1e6:.1f} MB in float16), "
         f"device {device}")
-    model.to(device)
-    for st in opt.state.values():
-        for k, v in st.items():
-            if isinstance(v, torch.Tensor):
-                st[k] = v.to(device)
     add_dropout_hooks(model, a.dropout)
     positions = PositionCache(a.output_size)
     rng = random.Random(a.seed * 1000 + step)
