@@ -75,7 +75,8 @@ class SmokeTest(unittest.TestCase):
             self.assertNotIn("espeak:en-029", synth["train_voices"])
 
             # The exported directory decodes a held-out WAV by streaming.
-            rows = [json.loads(l) for l in open(os.path.join(d, "work/data/eval/eval.jsonl"))]
+            with open(os.path.join(d, "work/data/eval/eval.jsonl"), encoding="utf-8") as f:
+                rows = [json.loads(l) for l in f]
             x, rate = read_wav(os.path.join(d, "work/data/eval", rows[0]["wav"]))
             self.assertEqual(rate, 16000)
             with torch.no_grad():
