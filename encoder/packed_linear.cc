@@ -87,16 +87,7 @@ void TilePortable(const KernelArgs& a, int rows) {
   }
 }
 
-using Isa = PackedLinear::Isa;
-
-Isa DetectIsa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-  return Isa::kPortable;
-}
-
-const Isa kIsa = DetectIsa();
+using cpu::Isa;
 
 // Runs rows [0, rows) of one panel in register tiles.
 void RunAvx512(KernelArgs a, int64_t rows) {
@@ -127,19 +118,6 @@ void RunAvx2(KernelArgs a, int64_t rows) {
 
 }  // namespace
 
-bool PackedLinear::IsaSupported(Isa isa) {
-  switch (isa) {
-    case Isa::kAuto:
-    case Isa::kPortable:
-      return true;
-    case Isa::kAvx512:
-      return kIsa == Isa::kAvx512;
-    case Isa::kAvx2:
-      return kIsa == Isa::kAvx512 || kIsa == Isa::kAvx2;
-  }
-  return false;
-}
-
 PackedLinear::PackedLinear(const LinearWeights& w) : out_(w.weight.dim(0)), in_(w.weight.dim(1)) {
   const int64_t panels = num_panels();
   auto packed = Tensor::Zeros({panels, in_, kPanel}, DType::kFloat32);
@@ -164,8 +142,8 @@ void PackedLinear::Forward(const float* x, int64_t m, int64_t ldx, float* y, int
 void PackedLinear::ForwardPanels(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
                                  bool accumulate, int64_t panel_begin, int64_t panel_end,
                                  Isa isa) const {
-  OASR_CHECK(IsaSupported(isa), "kernel not supported by this CPU");
-  if (isa == Isa::kAuto) isa = kIsa;
+  OASR_CHECK(cpu::IsaSupported(isa), "kernel not supported by this CPU");
+  if (isa == Isa::kAuto) isa = cpu::BestIsa();
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     KernelArgs a{x, ldx, panels_.data<float>() + p * in_ * kPanel, in_,
                  bias_.data<float>() + p * kPanel, y + p * kPanel, ldy,

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "common/tensor.h"
+#include "encoder/cpu_ops.h"
 #include "encoder/model_weights.h"
 
 namespace oasr::encoder {
@@ -19,9 +20,7 @@ class PackedLinear {
  public:
   static constexpr int kPanel = 32;
 
-  // Kernel families; kAuto is the best this CPU supports.
-  enum class Isa { kAuto, kAvx512, kAvx2, kPortable };
-  static bool IsaSupported(Isa isa);
+  using Isa = cpu::Isa;
 
   PackedLinear() = default;
   // Packs w (weight [out, in], optional bias [out]). CHECK-fails only on
@@ -43,7 +42,7 @@ class PackedLinear {
   int64_t num_panels() const { return (out_ + kPanel - 1) / kPanel; }
   void ForwardPanels(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
                      bool accumulate, int64_t panel_begin, int64_t panel_end,
-                     Isa isa = Isa::kAuto) const;
+                     Isa isa = Isa::kAuto) const;  // isa: must be cpu::IsaSupported.
 
  private:
   int64_t out_ = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "encoder/cpu_ops.h"
 #include "encoder/global_cmvn.h"
 #include "encoder/model_config.h"
 #include "encoder/npy_io.h"
@@ -273,7 +274,7 @@ TEST(PackedLinearTest, MatchesNaiveProduct) {
     for (int64_t i = 0; i < out; ++i) w.bias.data<float>()[i] = dist(rng);
     const PackedLinear packed(w);
     for (auto isa : {PackedLinear::Isa::kAvx512, PackedLinear::Isa::kAvx2, PackedLinear::Isa::kPortable}) {
-      if (!PackedLinear::IsaSupported(isa)) continue;
+      if (!cpu::IsaSupported(isa)) continue;
       for (int64_t m : {1, 2, 3, 4, 11, 12, 13, 25, 40}) {
         const int64_t ldx = in + 3, ldy = out + 5;
         std::vector<float> x(m * ldx), y(m * ldy), y0(m * ldy);
@@ -294,6 +295,26 @@ TEST(PackedLinearTest, MatchesNaiveProduct) {
       }
     }
   }
+}
+
+TEST(CpuOpsTest, ExpVecIsAccurate) {
+  std::vector<float> x;
+  for (float v = -87.0f; v < 88.5f; v += 0.0137f) x.push_back(v);
+  x.push_back(0.0f);
+  for (auto isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2, cpu::Isa::kPortable}) {
+    if (!cpu::IsaSupported(isa)) continue;
+    std::vector<float> y(x.size());
+    cpu::ExpVec(x.data(), y.data(), static_cast<int64_t>(x.size()), isa);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double ref = std::exp(static_cast<double>(x[i]));
+      ASSERT_NEAR(y[i] / ref, 1.0, 3e-7) << x[i] << " isa " << static_cast<int>(isa);
+    }
+  }
+  std::vector<float> s = {-20.0f, -1.0f, 0.0f, 2.5f, 30.0f};
+  std::vector<float> want;
+  for (float v : s) want.push_back(static_cast<float>(v / (1.0 + std::exp(-static_cast<double>(v)))));
+  cpu::SwishInPlace(s.data(), static_cast<int64_t>(s.size()));
+  for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], want[i], 1e-6f * (1 + std::abs(want[i])));
 }
 
 TEST(ThreadPoolTest, RunsEveryIndexOnce) {
