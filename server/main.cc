@@ -38,6 +38,35 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-grace", options.shutdown_grace_seconds,
                  "Seconds in-flight calls get after SIGTERM/SIGINT")
       ->capture_default_str();
+  app.add_option("--model-name", options.model_name,
+                 "Model name for RecognitionConfig.model (default: the directory's name)");
+  app.add_option("--language-code", options.language_code, "The model's language (BCP-47)")
+      ->capture_default_str();
+  app.add_option("--max-active-streams", options.max_active_streams,
+                 "Streams decoded at once (cache slots, largest cohort)")
+      ->capture_default_str();
+  app.add_option("--max-waiting-streams", options.max_waiting_streams,
+                 "Streams that may wait for a slot; beyond: RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_option("--max-buffered-audio", options.max_buffered_audio_seconds,
+                 "Seconds of audio a stream may send ahead of decoding; Recognize's longest file")
+      ->capture_default_str();
+  app.add_option("--num-threads", options.num_threads, "Encoder threads per cohort forward")
+      ->capture_default_str();
+  app.add_option("--max-pending-responses", options.max_pending_responses,
+                 "Responses waiting for a slow reader before reading pauses")
+      ->capture_default_str();
+  app.add_option("--max-message-bytes", options.max_message_bytes, "Largest request message")
+      ->capture_default_str();
+  app.add_option("--keepalive-time", options.keepalive_time_seconds,
+                 "Seconds before pinging an idle connection")
+      ->capture_default_str();
+  app.add_option("--keepalive-timeout", options.keepalive_timeout_seconds,
+                 "Seconds to wait for a ping's answer before dropping the connection")
+      ->capture_default_str();
+  app.add_option("--min-client-ping", options.min_client_ping_seconds,
+                 "Shortest interval between client pings tolerated, in seconds")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   if (absl::Status status = oasr::InitLogging(options.log_level); !status.ok()) {

@@ -4,9 +4,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
@@ -18,19 +18,14 @@ namespace oasr::server {
 namespace {
 
 constexpr const char kSpeechServiceName[] = "oasr.asr.v1.Speech";
+// After the grace period the engine cancels what is left; gRPC gets this
+// long to deliver those endings before it cuts the calls.
+constexpr std::chrono::seconds kFinalDeliverySlack{5};
 
-// Prometheus label values escape backslash, double quote and newline.
-std::string EscapeLabel(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
+void SetHealth(grpc::Server* server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(kSpeechServiceName, serving);
+  health->SetServingStatus(serving);
 }
 
 }  // namespace
@@ -42,7 +37,8 @@ Server::~Server() { Shutdown(); }
 absl::Status Server::Start() {
   if (absl::Status status = options_.Validate(); !status.ok()) return status;
   device_ = options_.device == "auto" ? DefaultDevice().ToString() : options_.device;
-  speech_service_ = std::make_unique<SpeechService>(device_);
+  context_.max_pending_responses = options_.max_pending_responses;
+  speech_service_ = std::make_unique<SpeechService>(device_, &context_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -50,6 +46,14 @@ absl::Status Server::Start() {
   // gRPC sets SO_REUSEPORT by default, which would let a second server bind a
   // port already in use and silently split its traffic; refuse instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options_.keepalive_time_seconds * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             options_.keepalive_timeout_seconds * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             options_.min_client_ping_seconds * 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   const std::string target = absl::StrCat(options_.address, ":", options_.port);
   builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &grpc_port_);
   builder.RegisterService(speech_service_.get());
@@ -59,6 +63,8 @@ absl::Status Server::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot serve gRPC on ", target, " (address in use or not permitted)"));
   }
+  // NOT_SERVING until the model is ready.
+  SetHealth(grpc_server_.get(), false);
 
   if (options_.metrics_port >= 0) {
     metrics_ = std::make_unique<MetricsHttpServer>([this] { return RenderMetrics(); });
@@ -71,11 +77,45 @@ absl::Status Server::Start() {
     metrics_port_ = *bound;
   }
 
-  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
-  health->SetServingStatus(kSpeechServiceName, true);
-  health->SetServingStatus(true);
+  if (!options_.model_dir.empty()) {
+    if (absl::Status status = LoadModel(); !status.ok()) {
+      grpc_server_->Shutdown();
+      grpc_server_.reset();
+      if (metrics_) metrics_->Stop();
+      return status;
+    }
+  }
+  SetHealth(grpc_server_.get(), true);
   serving_ = true;
+  LogServing();
+  return WritePortFile();
+}
 
+absl::Status Server::LoadModel() {
+  const auto start = std::chrono::steady_clock::now();
+  ServedModelOptions model_options;
+  model_options.model_dir = options_.model_dir;
+  model_options.name = options_.model_name;
+  model_options.language_code = options_.language_code;
+  model_options.num_threads = options_.num_threads;
+  model_options.engine.max_batch_size = options_.max_active_streams;
+  model_options.engine.max_waiting = options_.max_waiting_streams;
+  model_options.engine.max_buffered_audio_s = options_.max_buffered_audio_seconds;
+  spdlog::info("loading model {}", options_.model_dir);
+  absl::StatusOr<std::unique_ptr<ServedModel>> model = ServedModel::Load(model_options);
+  if (!model.ok()) {
+    return absl::Status(model.status().code(),
+                        absl::StrCat("model_dir '", options_.model_dir,
+                                     "': ", std::string(model.status().message())));
+  }
+  model_ = std::move(*model);
+  model_load_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  context_.model = model_.get();
+  return absl::OkStatus();
+}
+
+void Server::LogServing() const {
   spdlog::info("oasr-server {} ({}, {}; CUDA {}{})", kVersion, kGitRevision, kBuildType,
                BuiltWithCuda() ? "on" : "off",
                BuiltWithCuda() ? absl::StrCat(" ", kCudaVersion) : std::string());
@@ -85,19 +125,23 @@ absl::Status Server::Start() {
     spdlog::info("GPU {}: {}", i, name.ok() ? *name : std::string(name.status().message()));
   }
   spdlog::info("inference device: {}{}", device_, gpus == 0 ? " (no usable GPU found)" : "");
-  if (options_.model_dir.empty()) {
+  if (model_ == nullptr) {
     spdlog::warn("no model directory given: serving server info, health and reflection only");
   } else {
-    spdlog::warn("model directory {} accepted, but this build has no recognition engine yet: "
-                 "serving server info, health and reflection only",
-                 options_.model_dir);
+    const asr::v1::ModelInfo& info = model_->info();
+    spdlog::info(
+        "model '{}' ({}) loaded in {:.2f} s: {} Hz, chunk {} ms, {} units, streams {} active + "
+        "{} waiting, longest stream {:.0f} s",
+        info.name(), info.language_code(), model_load_seconds_, info.sample_rate_hertz(),
+        info.chunk_ms(), info.vocabulary_size(), info.max_active_streams(),
+        info.max_waiting_streams(), info.max_stream_seconds());
+    if (device_ != "cpu") spdlog::info("the recognition engine runs on the CPU in this build");
   }
   spdlog::info("gRPC listening on {}:{} (services: {}, grpc.health.v1.Health, reflection)",
                options_.address, grpc_port_, kSpeechServiceName);
   if (metrics_port_ >= 0) {
     spdlog::info("metrics on http://{}:{}/metrics", options_.address, metrics_port_);
   }
-  return WritePortFile();
 }
 
 absl::Status Server::WritePortFile() const {
@@ -119,20 +163,41 @@ absl::Status Server::WritePortFile() const {
   return absl::OkStatus();
 }
 
+void Server::WaitForCallsUntil(std::chrono::steady_clock::time_point deadline) {
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (context_.metrics.streaming_calls_active.load() == 0 &&
+        context_.metrics.recognize_calls_active.load() == 0) {
+      return;
+    }
+    // Calls end on gRPC's threads; polling keeps them free of shutdown hooks.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 void Server::Shutdown() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_ || grpc_server_ == nullptr) return;
   shut_down_ = true;
   serving_ = false;
-  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
-  health->SetServingStatus(kSpeechServiceName, false);
-  health->SetServingStatus(false);
-  spdlog::info("shutting down: NOT_SERVING, {:.1f} s grace for in-flight calls",
-               options_.shutdown_grace_seconds);
-  const auto deadline =
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000));
-  grpc_server_->Shutdown(deadline);
+  // Draining: probes see NOT_SERVING (so load balancers move on) while the
+  // port still answers; new recognition calls get UNAVAILABLE.
+  context_.draining = true;
+  SetHealth(grpc_server_.get(), false);
+  spdlog::info("shutting down: NOT_SERVING, {:.1f} s grace for {} open streams",
+               options_.shutdown_grace_seconds, context_.metrics.streaming_calls_active.load());
+  WaitForCallsUntil(std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(
+                        static_cast<int64_t>(options_.shutdown_grace_seconds * 1000)));
+  if (model_ != nullptr) {
+    const int64_t left = context_.metrics.streaming_calls_active.load() +
+                         context_.metrics.recognize_calls_active.load();
+    if (left > 0) spdlog::info("grace period over: cancelling {} calls", left);
+    // Every open stream ends with "cancelled"; the calls answer UNAVAILABLE.
+    model_->Stop();
+  }
+  // Stops accepting, lets the cancelled calls deliver their endings, then
+  // cuts whatever is left (health watchers, say).
+  grpc_server_->Shutdown(std::chrono::system_clock::now() + kFinalDeliverySlack);
   if (metrics_) metrics_->Stop();
   spdlog::info("shut down");
 }
@@ -142,18 +207,17 @@ void Server::Wait() {
 }
 
 std::string Server::RenderMetrics() const {
-  std::string out;
-  absl::StrAppend(&out,
-                  "# HELP oasr_build_info Build of the running server (always 1).\n"
-                  "# TYPE oasr_build_info gauge\n",
-                  "oasr_build_info{version=\"", EscapeLabel(kVersion), "\",git_revision=\"",
-                  EscapeLabel(kGitRevision), "\",cuda=\"", BuiltWithCuda() ? "on" : "off",
-                  "\",device=\"", EscapeLabel(device_), "\"} 1\n");
-  absl::StrAppend(&out,
-                  "# HELP oasr_serving 1 while the health service reports SERVING.\n"
-                  "# TYPE oasr_serving gauge\n",
-                  "oasr_serving ", serving_.load() ? 1 : 0, "\n");
-  return out;
+  MetricsSnapshotInput input;
+  input.server = &context_.metrics;
+  input.device = device_;
+  input.serving = serving_.load();
+  if (const ServedModel* model = context_.model.load(); model != nullptr) {
+    input.engine = &model->engine().stats();
+    input.model_name = model->name();
+    input.model_dir = model->info().model_dir();
+    input.model_load_seconds = model_load_seconds_;
+  }
+  return RenderPrometheus(input);
 }
 
 }  // namespace oasr::server

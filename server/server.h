@@ -3,12 +3,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
 #include "absl/status/status.h"
 #include "server/metrics_http.h"
+#include "server/served_model.h"
 #include "server/server_options.h"
+#include "server/service_context.h"
 #include "server/speech_service.h"
 
 namespace grpc {
@@ -24,14 +27,18 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Validates the options, binds the gRPC and metrics ports, starts serving
-  // and reports SERVING on the health service. Errors name what failed (a
-  // bad option, a port in use). Call once.
+  // Validates the options, binds the gRPC and metrics ports and starts
+  // serving with health NOT_SERVING; loads the model when one is configured,
+  // then reports SERVING. Errors name what failed (a bad option, a port in
+  // use, the model's file or field). Call once.
   absl::Status Start();
 
-  // Reports NOT_SERVING, stops accepting calls, gives in-flight calls the
-  // configured grace period, cancels what remains, then stops the metrics
-  // endpoint. Thread-safe and idempotent; returns when the server is down.
+  // Reports NOT_SERVING and refuses new recognition calls (UNAVAILABLE)
+  // while health and info still answer, gives in-flight calls the configured
+  // grace period, then stops the engine (the streams left end with
+  // finish_reason "cancelled" and status UNAVAILABLE), stops gRPC and the
+  // metrics endpoint. Thread-safe and idempotent; returns when the server is
+  // down.
   void Shutdown();
 
   // Blocks until the server has shut down.
@@ -43,9 +50,16 @@ class Server {
  private:
   std::string RenderMetrics() const;
   absl::Status WritePortFile() const;
+  absl::Status LoadModel();
+  void LogServing() const;
+  // Waits until no recognition call is open or `deadline` passes.
+  void WaitForCallsUntil(std::chrono::steady_clock::time_point deadline);
 
   const ServerOptions options_;
   std::string device_;
+  ServiceContext context_;
+  std::unique_ptr<ServedModel> model_;  // Outlives every call (see Shutdown).
+  double model_load_seconds_ = 0.0;
   std::unique_ptr<SpeechService> speech_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<MetricsHttpServer> metrics_;

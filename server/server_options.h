@@ -24,8 +24,39 @@ struct ServerOptions {
   // When set, the bound ports are written there as JSON once the server
   // serves: {"grpc_port": N, "metrics_port": M}. For tests and supervisors.
   std::string port_file;
-  // Seconds in-flight calls get to finish after SIGTERM/SIGINT.
+  // Seconds in-flight calls get to finish after SIGTERM/SIGINT; streams
+  // still open then end with finish_reason "cancelled" and UNAVAILABLE.
   double shutdown_grace_seconds = 10.0;
+
+  // Recognition (used when model_dir is set).
+  // Name clients pass as RecognitionConfig.model; empty: the directory's name.
+  std::string model_name;
+  // The served model's language (BCP-47); requests naming another are refused.
+  std::string language_code = "en-US";
+  // Streams decoded at once (each holds a cache slot; one cohort forward
+  // runs at most this many).
+  int max_active_streams = 64;
+  // Streams that may wait for a slot beyond max_active_streams; more get
+  // RESOURCE_EXHAUSTED.
+  int max_waiting_streams = 256;
+  // Audio a stream may send ahead of decoding, in seconds; a client faster
+  // than that gets RESOURCE_EXHAUSTED. Also Recognize's longest file.
+  double max_buffered_audio_seconds = 60.0;
+  // Encoder threads per cohort forward.
+  int num_threads = 1;
+  // Responses a stream may have waiting for a slow reader before the server
+  // stops reading its audio.
+  int max_pending_responses = 16;
+
+  // Transport.
+  // Largest request message in bytes (gRPC answers RESOURCE_EXHAUSTED above).
+  int max_message_bytes = 4 << 20;
+  // Ping an idle connection after this many seconds, and drop it when the
+  // ping is not answered within keepalive_timeout_seconds.
+  int keepalive_time_seconds = 60;
+  int keepalive_timeout_seconds = 20;
+  // Shortest interval between client pings the server tolerates.
+  int min_client_ping_seconds = 10;
 
   // Rejects out-of-range values with a message naming field, value and limit.
   absl::Status Validate() const;

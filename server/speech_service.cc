@@ -2,6 +2,8 @@
 
 #include "common/device.h"
 #include "common/version.h"
+#include "server/recognize_call.h"
+#include "server/streaming_call.h"
 
 namespace oasr::server {
 
@@ -22,8 +24,8 @@ void FillBuildInfo(const std::string& device, asr::v1::ServerInfo* info) {
   info->set_device(device);
 }
 
-SpeechService::SpeechService(std::string device)
-    : device_(std::move(device)), started_(std::chrono::steady_clock::now()) {}
+SpeechService::SpeechService(std::string device, ServiceContext* context)
+    : device_(std::move(device)), context_(context), started_(std::chrono::steady_clock::now()) {}
 
 grpc::ServerUnaryReactor* SpeechService::GetServerInfo(
     grpc::CallbackServerContext* context, const asr::v1::GetServerInfoRequest* /*request*/,
@@ -31,6 +33,28 @@ grpc::ServerUnaryReactor* SpeechService::GetServerInfo(
   FillBuildInfo(device_, response);
   response->set_uptime_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest, asr::v1::StreamingRecognizeResponse>*
+SpeechService::StreamingRecognize(grpc::CallbackServerContext* context) {
+  return new StreamingCall(context, context_);
+}
+
+grpc::ServerUnaryReactor* SpeechService::Recognize(grpc::CallbackServerContext* context,
+                                                   const asr::v1::RecognizeRequest* request,
+                                                   asr::v1::RecognizeResponse* response) {
+  return StartRecognize(context, context_, request, response);
+}
+
+grpc::ServerUnaryReactor* SpeechService::ListModels(grpc::CallbackServerContext* context,
+                                                    const asr::v1::ListModelsRequest* /*request*/,
+                                                    asr::v1::ListModelsResponse* response) {
+  if (const ServedModel* model = context_->model.load(); model != nullptr) {
+    *response->add_models() = model->info();
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -4,23 +4,41 @@
 #include <chrono>
 
 #include "oasr/asr/v1/asr.grpc.pb.h"
+#include "server/service_context.h"
 
 namespace oasr::server {
 
 // Fills the build and machine facts of a ServerInfo (everything but uptime).
 void FillBuildInfo(const std::string& device, asr::v1::ServerInfo* info);
 
+// Thread-safe; every method returns at once (recognition runs on the
+// engine's scheduler thread and answers from its callbacks).
 class SpeechService final : public asr::v1::Speech::CallbackService {
  public:
   // `device` is the inference device the server runs on ("cpu", "cuda:0").
-  explicit SpeechService(std::string device);
+  // `context` (not owned) must outlive every call.
+  SpeechService(std::string device, ServiceContext* context);
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const asr::v1::GetServerInfoRequest* request,
                                           asr::v1::ServerInfo* response) override;
 
+  // One StreamingCall reactor per call (see streaming_call.h).
+  grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest, asr::v1::StreamingRecognizeResponse>*
+  StreamingRecognize(grpc::CallbackServerContext* context) override;
+
+  grpc::ServerUnaryReactor* Recognize(grpc::CallbackServerContext* context,
+                                      const asr::v1::RecognizeRequest* request,
+                                      asr::v1::RecognizeResponse* response) override;
+
+  // The served model, or an empty list while none is served.
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const asr::v1::ListModelsRequest* request,
+                                       asr::v1::ListModelsResponse* response) override;
+
  private:
   const std::string device_;
+  ServiceContext* const context_;
   const std::chrono::steady_clock::time_point started_;
 };
 

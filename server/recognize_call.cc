@@ -1,0 +1,159 @@
+#include "server/recognize_call.h"
+
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_status.h"
+#include "server/recognition_config.h"
+
+namespace oasr::server {
+namespace {
+
+// Shared by the engine's notify callback; lives until the stream's last
+// event has been handled.
+struct RecognizeState {
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  ServiceContext* context = nullptr;
+  asr::v1::RecognizeResponse* response = nullptr;
+  ParsedConfig config;
+  std::mutex mu;
+  std::unique_ptr<scheduler::EngineStream> stream;  // Reset at the end (breaks the cycle).
+  bool done = false;
+
+  void Finish(const grpc::Status& status) {
+    context->metrics.CountStatus(status);
+    context->metrics.recognize_calls_active.fetch_sub(1);
+    reactor->Finish(status);
+  }
+
+  // Runs on the scheduler thread: collects finals; answers at the last event.
+  void OnEvents() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done || stream == nullptr) return;
+    scheduler::StreamEvent event;
+    while (stream->outbox().TryPop(&event)) {
+      for (const decoder::DecodeResult& result : event.results) {
+        if (!result.is_final) continue;
+        asr::v1::SpeechRecognitionResult* out = response->add_results();
+        FillAlternatives(result, config, out->mutable_alternatives());
+        SetDurationMs(result.end_ms, out->mutable_result_end_time());
+        out->set_segment(result.segment);
+      }
+      response->set_audio_processed(static_cast<float>(event.audio_processed_s));
+      if (!event.finish.has_value()) continue;
+      done = true;
+      response->set_finish_reason(scheduler::FinishReasonName(*event.finish));
+      grpc::Status status = grpc::Status::OK;
+      if (*event.finish == scheduler::FinishReason::kError) {
+        status = event.error.ok() ? grpc::Status(grpc::StatusCode::INTERNAL, "recognition failed")
+                                  : ToGrpcStatus(event.error);
+      } else if (*event.finish == scheduler::FinishReason::kCancelled) {
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "the server is shutting down; recognition was cancelled");
+      }
+      // The engine still holds the stream's shared state (and this notify)
+      // until this callback returns, so dropping our handle here is safe.
+      stream.reset();
+      Finish(status);
+      return;
+    }
+  }
+};
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* call_context,
+                                    ServiceContext* context, const grpc::Status& status) {
+  context->metrics.CountStatus(status);
+  context->metrics.recognize_calls_active.fetch_sub(1);
+  grpc::ServerUnaryReactor* reactor = call_context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_context,
+                                         ServiceContext* context,
+                                         const asr::v1::RecognizeRequest* request,
+                                         asr::v1::RecognizeResponse* response) {
+  context->metrics.recognize_calls_active.fetch_add(1);
+  context->metrics.recognize_calls_total.fetch_add(1);
+  ServedModel* model = context->model.load();
+  if (context->draining.load()) {
+    return FinishNow(call_context, context,
+                     grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  }
+  if (model == nullptr) {
+    return FinishNow(call_context, context,
+                     grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                  "no model is served (loading, or the server runs without one)"));
+  }
+  asr::v1::RecognitionConfig config = request->config();
+  const std::string& audio = request->audio();
+  // LINEAR16 or unspecified with a RIFF header is a WAV file too.
+  const bool wav_bytes = LooksLikeWav(audio);
+  if (wav_bytes && (config.encoding() == asr::v1::ENCODING_UNSPECIFIED ||
+                    config.encoding() == asr::v1::LINEAR16)) {
+    config.set_encoding(asr::v1::WAV);
+  }
+  std::string_view samples_bytes = audio;
+  if (config.encoding() == asr::v1::WAV) {
+    absl::StatusOr<WavAudio> wav = ParseWav(audio);
+    if (!wav.ok()) return FinishNow(call_context, context, ToGrpcStatus(wav.status()));
+    if (wav->channels != 1) {
+      return FinishNow(call_context, context,
+                       grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    absl::StrCat("audio: the WAV file has ", wav->channels,
+                                                 " channels (mono only)")));
+    }
+    // The header decides rate and sample format.
+    config.set_sample_rate_hertz(wav->sample_rate);
+    config.set_encoding(wav->encoding == SampleEncoding::kMulaw  ? asr::v1::MULAW
+                        : wav->encoding == SampleEncoding::kAlaw ? asr::v1::ALAW
+                                                                 : asr::v1::LINEAR16);
+    samples_bytes = wav->data;
+  }
+  absl::StatusOr<ParsedConfig> parsed = ParseRecognitionConfig(config, *model, /*allow_wav=*/false);
+  if (!parsed.ok()) return FinishNow(call_context, context, ToGrpcStatus(parsed.status()));
+  parsed->request.interim_results = false;
+  parsed->request.decode.single_utterance = false;
+
+  std::vector<int16_t> samples;
+  if (absl::Status status = DecodeSamples(parsed->encoding, samples_bytes, &samples, "audio");
+      !status.ok()) {
+    return FinishNow(call_context, context, ToGrpcStatus(status));
+  }
+  const double seconds = static_cast<double>(samples.size()) / parsed->request.sample_rate;
+  const double limit = model->engine().config().max_buffered_audio_s;
+  if (seconds > limit) {
+    return FinishNow(call_context, context,
+                     grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  absl::StrCat("audio: ", seconds, " s is longer than Recognize's ",
+                                               limit, " s limit; use StreamingRecognize")));
+  }
+
+  auto state = std::make_shared<RecognizeState>();
+  state->reactor = call_context->DefaultReactor();
+  state->context = context;
+  state->response = response;
+  state->config = *parsed;
+  std::lock_guard<std::mutex> lock(state->mu);
+  absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened;
+  {
+    std::lock_guard<std::mutex> open_lock(context->open_mu);
+    opened = model->engine().OpenStream(parsed->request, [state] { state->OnEvents(); });
+  }
+  if (!opened.ok()) {
+    state->done = true;
+    state->Finish(ToGrpcStatus(opened.status()));
+    return state->reactor;
+  }
+  state->stream = std::move(*opened);
+  // A refused push (the buffer bound) ends the stream with that error, and
+  // its last event answers the call, as it does after EndAudio.
+  absl::Status pushed = samples.empty() ? absl::OkStatus() : state->stream->PushAudio(samples);
+  if (pushed.ok()) (void)state->stream->EndAudio();
+  return state->reactor;
+}
+
+}  // namespace oasr::server

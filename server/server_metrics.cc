@@ -1,0 +1,120 @@
+#include "server/server_metrics.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
+#include "common/device.h"
+#include "server/grpc_status.h"
+
+namespace oasr::server {
+namespace {
+
+void Header(std::string* out, const char* name, const char* type, const char* help) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+void Sample(std::string* out, const char* name, int64_t value) {
+  absl::StrAppend(out, name, " ", value, "\n");
+}
+
+std::string FormatBound(double bound) {
+  if (std::isinf(bound)) return "+Inf";
+  return absl::StrCat(bound);
+}
+
+void RenderHistogram(std::string* out, const char* name, const char* help,
+                     const scheduler::Histogram& histogram) {
+  Header(out, name, "histogram", help);
+  const scheduler::Histogram::Snapshot snap = histogram.Read();
+  for (size_t i = 0; i < snap.upper_bounds.size(); ++i) {
+    absl::StrAppend(out, name, "_bucket{le=\"", FormatBound(snap.upper_bounds[i]), "\"} ",
+                    snap.cumulative[i], "\n");
+  }
+  absl::StrAppend(out, name, "_bucket{le=\"+Inf\"} ", snap.count, "\n");
+  absl::StrAppend(out, name, "_sum ", snap.sum, "\n");
+  absl::StrAppend(out, name, "_count ", snap.count, "\n");
+}
+
+void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
+  Header(out, "oasr_streams_active", "gauge", "Streams holding a decoding slot.");
+  Sample(out, "oasr_streams_active", e.streams_active.load());
+  Header(out, "oasr_streams_waiting", "gauge", "Streams opened and waiting for a slot.");
+  Sample(out, "oasr_streams_waiting", e.streams_waiting.load());
+  Header(out, "oasr_streams_refused_total", "counter",
+         "Streams refused at the stream limit (RESOURCE_EXHAUSTED).");
+  Sample(out, "oasr_streams_refused_total", e.streams_refused.load());
+  Header(out, "oasr_streams_finished_total", "counter", "Streams ended, by finish_reason.");
+  for (int r = 0; r < static_cast<int>(e.finished.size()); ++r) {
+    absl::StrAppend(out, "oasr_streams_finished_total{finish_reason=\"",
+                    scheduler::FinishReasonName(static_cast<scheduler::FinishReason>(r)), "\"} ",
+                    e.finished[r].load(), "\n");
+  }
+  Header(out, "oasr_kv_pool_blocks_used", "gauge", "K/V cache pool blocks in use.");
+  Sample(out, "oasr_kv_pool_blocks_used", e.pool_blocks_used.load());
+  Header(out, "oasr_kv_pool_blocks_total", "gauge", "K/V cache pool blocks.");
+  Sample(out, "oasr_kv_pool_blocks_total", e.pool_blocks_total.load());
+  Header(out, "oasr_audio_seconds_processed_total", "counter", "Audio decoded, all streams.");
+  absl::StrAppend(out, "oasr_audio_seconds_processed_total ",
+                  e.audio_ms_processed.load() / 1000.0, "\n");
+  Header(out, "oasr_chunks_processed_total", "counter", "Chunks decoded, all streams.");
+  Sample(out, "oasr_chunks_processed_total", e.chunks_processed.load());
+  RenderHistogram(out, "oasr_chunk_latency_seconds",
+                  "From the audio that completed a chunk arriving to its result.",
+                  e.chunk_latency_s);
+  RenderHistogram(out, "oasr_queue_time_seconds", "From a stream's open to its admission.",
+                  e.queue_time_s);
+  RenderHistogram(out, "oasr_batch_size", "Streams per cohort forward.", e.batch_size);
+}
+
+}  // namespace
+
+std::string EscapeLabel(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string RenderPrometheus(const MetricsSnapshotInput& input) {
+  std::string out;
+  Header(&out, "oasr_build_info", "gauge", "Build of the running server (always 1).");
+  absl::StrAppend(&out, "oasr_build_info{version=\"", EscapeLabel(kVersion), "\",git_revision=\"",
+                  EscapeLabel(kGitRevision), "\",cuda=\"", BuiltWithCuda() ? "on" : "off",
+                  "\",device=\"", EscapeLabel(input.device), "\"} 1\n");
+  Header(&out, "oasr_serving", "gauge", "1 while the health service reports SERVING.");
+  Sample(&out, "oasr_serving", input.serving ? 1 : 0);
+  Header(&out, "oasr_model_info", "gauge", "The served model (always 1; absent without one).");
+  if (input.engine != nullptr) {
+    absl::StrAppend(&out, "oasr_model_info{model=\"", EscapeLabel(input.model_name),
+                    "\",model_dir=\"", EscapeLabel(input.model_dir), "\"} 1\n");
+    Header(&out, "oasr_model_load_seconds", "gauge", "Seconds the model took to load.");
+    absl::StrAppend(&out, "oasr_model_load_seconds ", input.model_load_seconds, "\n");
+  }
+
+  const ServerMetrics& s = *input.server;
+  Header(&out, "oasr_grpc_streams_open", "gauge", "StreamingRecognize calls in progress.");
+  Sample(&out, "oasr_grpc_streams_open", s.streaming_calls_active.load());
+  Header(&out, "oasr_grpc_recognize_open", "gauge", "Recognize calls in progress.");
+  Sample(&out, "oasr_grpc_recognize_open", s.recognize_calls_active.load());
+  Header(&out, "oasr_grpc_calls_total", "counter", "Recognition calls started, by method.");
+  absl::StrAppend(&out, "oasr_grpc_calls_total{method=\"StreamingRecognize\"} ",
+                  s.streaming_calls_total.load(), "\n",
+                  "oasr_grpc_calls_total{method=\"Recognize\"} ", s.recognize_calls_total.load(),
+                  "\n");
+  Header(&out, "oasr_errors_total", "counter", "Recognition calls that failed, by gRPC code.");
+  for (size_t code = 1; code < s.errors.size(); ++code) {
+    absl::StrAppend(&out, "oasr_errors_total{code=\"", GrpcCodeName(static_cast<int>(code)), "\"} ",
+                    s.errors[code].load(), "\n");
+  }
+  if (input.engine != nullptr) RenderEngine(&out, *input.engine);
+  return out;
+}
+
+}  // namespace oasr::server

@@ -1,0 +1,52 @@
+// The server's own counters (calls, errors by gRPC code) and the Prometheus
+// text exposition of them together with the engine's statistics.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "scheduler/engine_stats.h"
+
+namespace oasr::server {
+
+// Counters written by the call reactors. Thread-safe (atomics).
+struct ServerMetrics {
+  std::atomic<int64_t> streaming_calls_active{0};  // StreamingRecognize calls not yet done.
+  std::atomic<int64_t> recognize_calls_active{0};  // Recognize calls not yet answered.
+  std::atomic<int64_t> streaming_calls_total{0};
+  std::atomic<int64_t> recognize_calls_total{0};
+  // Calls that ended with each non-OK gRPC status code (index = code).
+  std::array<std::atomic<int64_t>, 17> errors{};
+
+  // Counts `status` when it is not OK.
+  void CountStatus(const grpc::Status& status) {
+    if (!status.ok()) {
+      const int code = static_cast<int>(status.error_code());
+      if (code > 0 && code < static_cast<int>(errors.size())) errors[code].fetch_add(1);
+    }
+  }
+};
+
+// What one scrape shows beyond the counters.
+struct MetricsSnapshotInput {
+  const ServerMetrics* server = nullptr;            // Required.
+  const scheduler::EngineStats* engine = nullptr;   // Null while no model is served.
+  std::string model_name;
+  std::string model_dir;
+  std::string device;
+  bool serving = false;
+  double model_load_seconds = 0.0;
+};
+
+// The Prometheus text exposition (format 0.0.4) of everything in `input`,
+// every name prefixed oasr_. Thread-safe as long as `input`'s pointers live.
+std::string RenderPrometheus(const MetricsSnapshotInput& input);
+
+// Prometheus label values escape backslash, double quote and newline.
+std::string EscapeLabel(const std::string& value);
+
+}  // namespace oasr::server

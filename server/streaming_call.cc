@@ -1,0 +1,224 @@
+#include "server/streaming_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace oasr::server {
+
+StreamingCall::StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context)
+    : call_context_(call_context), context_(context), link_(std::make_shared<Link>()) {
+  link_->call = this;
+  context_->metrics.streaming_calls_active.fetch_add(1);
+  context_->metrics.streaming_calls_total.fetch_add(1);
+  std::lock_guard<std::recursive_mutex> lock(link_->mu);
+  MaybeReadLocked();
+}
+
+void StreamingCall::MaybeReadLocked() {
+  if (reading_ || client_done_ || finished_) return;
+  if (static_cast<int>(pending_.size()) >= context_->max_pending_responses) return;
+  reading_ = true;
+  StartRead(&request_);
+}
+
+void StreamingCall::OnReadDone(bool ok) {
+  std::lock_guard<std::recursive_mutex> lock(link_->mu);
+  reading_ = false;
+  if (finished_) return;
+  if (!ok) {
+    // The client half-closed (or the call broke; OnCancel handles that).
+    client_done_ = true;
+    if (stream_ == nullptr) {
+      FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "streaming_config: the stream ended before its first message "
+                              "(which must carry streaming_config)"));
+      return;
+    }
+    if (!engine_done_) (void)stream_->EndAudio();
+    return;
+  }
+  if (stream_ == nullptr) {
+    HandleConfigLocked();
+  } else {
+    HandleAudioLocked();
+  }
+  MaybeReadLocked();
+}
+
+void StreamingCall::HandleConfigLocked() {
+  if (!request_.has_streaming_config()) {
+    FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "streaming_config: the first message must carry streaming_config, "
+                            "not audio_content"));
+    return;
+  }
+  ServedModel* model = context_->model.load();
+  if (context_->draining.load()) {
+    FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    return;
+  }
+  if (model == nullptr) {
+    FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "no model is served (loading, or the server runs without one)"));
+    return;
+  }
+  const asr::v1::StreamingRecognitionConfig& streaming = request_.streaming_config();
+  absl::StatusOr<ParsedConfig> parsed =
+      ParseRecognitionConfig(streaming.config(), *model, /*allow_wav=*/false);
+  if (!parsed.ok()) {
+    FailLocked(ToGrpcStatus(parsed.status()));
+    return;
+  }
+  config_ = std::move(*parsed);
+  config_.request.interim_results = streaming.interim_results();
+  config_.request.decode.single_utterance = streaming.single_utterance();
+  absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened;
+  {
+    std::lock_guard<std::mutex> open_lock(context_->open_mu);
+    std::shared_ptr<Link> link = link_;
+    opened = model->engine().OpenStream(config_.request, [link] {
+      std::lock_guard<std::recursive_mutex> notify_lock(link->mu);
+      if (link->call != nullptr) link->call->PumpLocked();
+    });
+  }
+  if (!opened.ok()) {
+    FailLocked(ToGrpcStatus(opened.status()));
+    return;
+  }
+  stream_ = std::move(*opened);
+  spdlog::debug("stream {}: opened from {} ({} Hz, interim {}, single utterance {})",
+                stream_->id(), call_context_->peer(), config_.request.sample_rate,
+                config_.request.interim_results, config_.request.decode.single_utterance);
+  // Events that arrived before stream_ was set.
+  PumpLocked();
+}
+
+void StreamingCall::HandleAudioLocked() {
+  if (request_.has_streaming_config()) {
+    FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "streaming_config: sent again; only the first message may carry it"));
+    return;
+  }
+  samples_.clear();
+  absl::Status decoded = DecodeSamples(config_.encoding, request_.audio_content(), &samples_);
+  if (!decoded.ok()) {
+    FailLocked(ToGrpcStatus(decoded));
+    return;
+  }
+  // After an endpoint ended a single utterance the rest is ignored.
+  if (engine_done_ || samples_.empty()) return;
+  absl::Status pushed = stream_->PushAudio(samples_);
+  // RESOURCE_EXHAUSTED (buffer full) cancels the stream with that error; its
+  // last event then ends the call with it. FAILED_PRECONDITION means the
+  // engine ended the stream already (its last event is on the way).
+  if (!pushed.ok() && pushed.code() != absl::StatusCode::kResourceExhausted &&
+      pushed.code() != absl::StatusCode::kFailedPrecondition) {
+    FailLocked(ToGrpcStatus(pushed));
+  }
+}
+
+grpc::Status StreamingCall::FinalStatus(const scheduler::StreamEvent& event) const {
+  switch (*event.finish) {
+    case scheduler::FinishReason::kStop:
+    case scheduler::FinishReason::kEndpoint:
+    case scheduler::FinishReason::kLength:
+      return grpc::Status::OK;
+    case scheduler::FinishReason::kCancelled:
+      if (context_->draining.load()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the server is shutting down; the stream was cancelled");
+      }
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the stream was cancelled");
+    case scheduler::FinishReason::kError:
+      return event.error.ok() ? grpc::Status(grpc::StatusCode::INTERNAL, "the stream failed")
+                              : ToGrpcStatus(event.error);
+  }
+  return grpc::Status(grpc::StatusCode::INTERNAL, "unknown finish reason");
+}
+
+void StreamingCall::PumpLocked() {
+  if (finished_ || stream_ == nullptr) return;
+  scheduler::StreamEvent event;
+  while (!engine_done_ && stream_->outbox().TryPop(&event)) {
+    asr::v1::StreamingRecognizeResponse response;
+    for (const decoder::DecodeResult& result : event.results) {
+      FillStreamingResult(result, config_, event.audio_processed_s, response.add_results());
+    }
+    if (event.finish.has_value()) {
+      engine_done_ = true;
+      final_status_ = FinalStatus(event);
+      if (response.results_size() == 0) {
+        // The closing result carries finish_reason even with nothing to say.
+        asr::v1::StreamingRecognitionResult* closing = response.add_results();
+        closing->set_is_final(true);
+        closing->set_stability(1.0f);
+        closing->set_audio_processed(static_cast<float>(event.audio_processed_s));
+        SetDurationMs(static_cast<int64_t>(event.audio_processed_s * 1000),
+                      closing->mutable_result_end_time());
+      }
+      response.mutable_results()->rbegin()->set_finish_reason(
+          scheduler::FinishReasonName(*event.finish));
+      spdlog::debug("stream {}: finished ({}{}{})", stream_->id(),
+                    scheduler::FinishReasonName(*event.finish), event.error.ok() ? "" : ": ",
+                    std::string(event.error.message()));
+    }
+    pending_.push_back(std::move(response));
+  }
+  if (writing_ || pending_.empty()) return;
+  response_ = std::move(pending_.front());
+  pending_.pop_front();
+  writing_ = true;
+  if (engine_done_ && pending_.empty()) {
+    finished_ = true;
+    context_->metrics.CountStatus(final_status_);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), final_status_);
+    return;
+  }
+  StartWrite(&response_);
+}
+
+void StreamingCall::OnWriteDone(bool ok) {
+  std::lock_guard<std::recursive_mutex> lock(link_->mu);
+  writing_ = false;
+  if (finished_) return;
+  if (!ok) {
+    // The client is gone; OnCancel follows.
+    FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    return;
+  }
+  PumpLocked();
+  MaybeReadLocked();
+}
+
+void StreamingCall::FailLocked(const grpc::Status& status) {
+  if (finished_) return;
+  finished_ = true;
+  if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+  if (status.error_code() != grpc::StatusCode::CANCELLED) {
+    spdlog::info("stream {}: {} ({})", stream_ ? stream_->id() : 0, status.error_message(),
+                 static_cast<int>(status.error_code()));
+  }
+  context_->metrics.CountStatus(status);
+  Finish(status);
+}
+
+void StreamingCall::OnCancel() {
+  std::lock_guard<std::recursive_mutex> lock(link_->mu);
+  // A deadline, a disconnect or the server's last resort: free the engine's
+  // resources now rather than when the audio would have ended.
+  if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+  FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+}
+
+void StreamingCall::OnDone() {
+  {
+    std::lock_guard<std::recursive_mutex> lock(link_->mu);
+    link_->call = nullptr;
+    if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+  }
+  context_->metrics.streaming_calls_active.fetch_sub(1);
+  delete this;
+}
+
+}  // namespace oasr::server
