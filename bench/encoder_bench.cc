@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "encoder/conformer_encoder.h"
@@ -76,14 +77,18 @@ std::string RunCommand(const std::string& cmd) {
 int Main() {
   const std::string source = OASR_SOURCE_DIR;
   const std::string python = "cd " + source + " && /usr/bin/python3 -B bench/encoder_torch.py";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "oasr_bench_encoder_model";
+  // A fresh model each run, so that it always matches the current format.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("oasr_bench_encoder_model_" + std::to_string(getpid()));
+  RunCommand(python + " write-model " + dir.string());
   if (!std::filesystem::exists(dir / "model.safetensors")) {
-    if (RunCommand(python + " write-model " + dir.string()).empty() &&
-        !std::filesystem::exists(dir / "model.safetensors")) {
-      std::printf("oasr-bench-encoder: cannot write the model (needs /usr/bin/python3 with torch); skipped\n");
-      return 0;
-    }
+    std::printf("oasr-bench-encoder: cannot write the model (needs /usr/bin/python3 with torch); skipped\n");
+    return 0;
   }
+  struct RemoveDir {
+    std::filesystem::path path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } cleanup{dir};
   auto model = ConformerModel::Load(dir.string());
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
