@@ -142,7 +142,8 @@ class CtcDecoder final : public cache::PooledDecoder {
 
   // The current segment's interim n-best (is_final false). Allocates the
   // result; the state is untouched. Empty n-best lists never occur: before
-  // the first frame it holds one empty hypothesis.
+  // the first frame of a segment, and once the stream has finished, it holds
+  // one empty hypothesis.
   DecodeResult PartialResult(const cache::DecoderState& state) const;
 
   // Moves out the final results queued since the last call, oldest first.

@@ -12,6 +12,10 @@
 #include "decoder/ctc_decoder.h"
 #include "decoder/synthetic_log_probs.h"
 
+// GCC's -Wmismatched-new-delete cannot see that operator new below is
+// malloc-backed, so it flags the matching free().
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 namespace {
 std::atomic<long> g_allocations{0};
 }  // namespace
