@@ -1,7 +1,8 @@
 // oasr-server: the streaming speech-recognition server.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -10,13 +11,34 @@
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
+namespace {
+
+// SIGTERM/SIGINT write the signal number here; a thread reads it. A handler
+// (rather than blocking the signals and sigwait) works whichever thread the
+// kernel picks, including threads that libraries start before main (OpenBLAS).
+int g_signal_pipe[2] = {-1, -1};
+
+void OnShutdownSignal(int signal_number) {
+  const char byte = static_cast<char>(signal_number);
+  const int saved = errno;
+  (void)!write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+void InstallShutdownHandlers() {
+  if (pipe(g_signal_pipe) != 0) return;
+  struct sigaction action = {};
+  action.sa_handler = OnShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // Block the shutdown signals in every thread; one thread waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  InstallShutdownHandlers();
 
   oasr::server::ServerOptions options;
   CLI::App app{"oasr-server: streaming speech recognition over gRPC"};
@@ -82,9 +104,10 @@ int main(int argc, char** argv) {
                : 1;
   }
 
-  std::thread signal_waiter([&server, signals] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
+  std::thread signal_waiter([&server] {
+    char signal_number = 0;
+    while (read(g_signal_pipe[0], &signal_number, 1) < 0 && errno == EINTR) {
+    }
     spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
     server.Shutdown();
   });
