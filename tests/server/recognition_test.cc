@@ -100,17 +100,6 @@ std::string WriteTemp(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-std::pair<int, std::string> RunCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, ""};
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 asr::v1::StreamingRecognitionConfig Config(int rate, bool interim = false, bool words = false) {
   asr::v1::StreamingRecognitionConfig config;
   config.mutable_config()->set_encoding(asr::v1::LINEAR16);
@@ -211,7 +200,7 @@ TEST_F(RecognitionTest, TranscriptMatchesTheEngineThroughCppAndPythonClients) {
 
   const std::string wav = WriteTemp("roundtrip.wav", server::EncodeWav(audio, 16000));
   // The oasr-client binary, one JSON response per line.
-  auto [code, out] = RunCommand("timeout 120 " + std::string(OASR_CLIENT_BINARY) + " --server " +
+  auto [code, out] = testing::RunCommand("timeout 120 " + std::string(OASR_CLIENT_BINARY) + " --server " +
                                 server_->grpc_target() + " stream --fast --no-interim --json " +
                                 wav);
   ASSERT_EQ(code, 0) << out;
@@ -229,7 +218,7 @@ TEST_F(RecognitionTest, TranscriptMatchesTheEngineThroughCppAndPythonClients) {
   EXPECT_EQ(client_finals, want) << out;
 
   // The independent Python client (Debian's python3-grpcio, stubs generated now).
-  auto [pcode, pout] = RunCommand(
+  auto [pcode, pout] = testing::RunCommand(
       "timeout 120 /usr/bin/python3 " + std::string(OASR_SOURCE_DIR) +
       "/tools/python_client/oasr_client.py --json --stubs-dir " + ::testing::TempDir() +
       "/py_stubs --server " + server_->grpc_target() + " stream " + wav + " --no-interim 2>&1");
@@ -472,7 +461,8 @@ TEST_F(RecognitionTest, MetricsAreValidPrometheusTextWithTheEngineFigures) {
 TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmittedStreamsGoOn) {
   testing::ServerProcess server;
   ASSERT_TRUE(server.Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--max-active-streams",
-                                                "1", "--max-waiting-streams", "0"}))
+                                                "1", "--max-waiting-streams", "0",
+                                                "--max-message-bytes", "65536"}))
       << server.error();
   auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
   auto stub = asr::v1::Speech::NewStub(channel);
@@ -508,6 +498,26 @@ TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmitted
   EXPECT_TRUE(first->Finish().ok());
   EXPECT_EQ(finish, "stop");
   // And once it is gone, a new stream is served.
+  EXPECT_TRUE(Stream(*stub, audio, Config(16000)).status.ok());
+
+  // A message over --max-message-bytes is refused, and frees its slot.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(30));
+    auto call = stub->StreamingRecognize(&context);
+    StreamingRecognizeRequest big;
+    *big.mutable_streaming_config() = Config(16000);
+    ASSERT_TRUE(call->Write(big));
+    big.set_audio_content(std::string(100000, '\0'));
+    call->Write(big);
+    call->WritesDone();
+    StreamingRecognizeResponse ignored;
+    while (call->Read(&ignored)) {
+    }
+    EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  std::map<std::string, double> metrics;
+  EXPECT_TRUE(WaitForIdle(server.metrics_port(), &metrics));
   EXPECT_TRUE(Stream(*stub, audio, Config(16000)).status.ok());
 }
 

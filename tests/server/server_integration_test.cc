@@ -43,18 +43,6 @@ HealthCheckResponse::ServingStatus CheckHealth(grpc::health::v1::Health::Stub& s
   return response.status();
 }
 
-// Runs a command, returns (exit code, stdout).
-std::pair<int, std::string> RunCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, ""};
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 class ServerIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -117,12 +105,12 @@ TEST_F(ServerIntegrationTest, ServesHealthInfoReflectionMetricsAndExitsCleanlyOn
 
   // The client binary.
   {
-    auto [code, out] = RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) + " --server " +
+    auto [code, out] = testing::RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) + " --server " +
                                   server_.grpc_target() + " info");
     EXPECT_EQ(code, 0);
     EXPECT_NE(out.find("\"version\": \"" + std::string(kVersion) + "\""), std::string::npos)
         << out;
-    auto [hcode, hout] = RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) + " --server " +
+    auto [hcode, hout] = testing::RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) + " --server " +
                                     server_.grpc_target() + " health");
     EXPECT_EQ(hcode, 0);
     EXPECT_EQ(hout, "SERVING\n");
@@ -157,7 +145,7 @@ TEST(ServerStartTest, BadFlagsExitWithCode2AndNameTheField) {
 TEST(ServerStartTest, PortInUseIsReportedAndExits) {
   testing::ServerProcess first;
   ASSERT_TRUE(first.Start(OASR_SERVER_BINARY, {})) << first.error();
-  auto [code, out] = RunCommand("timeout 30 " + std::string(OASR_SERVER_BINARY) +
+  auto [code, out] = testing::RunCommand("timeout 30 " + std::string(OASR_SERVER_BINARY) +
                                 " --address 127.0.0.1 --metrics-port -1 --port " +
                                 std::to_string(first.grpc_port()) + " 2>&1");
   EXPECT_EQ(code, 1) << out;

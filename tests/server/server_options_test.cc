@@ -22,6 +22,13 @@ TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
       {[](ServerOptions& o) { o.device = "tpu"; }, "device: 'tpu'"},
       {[](ServerOptions& o) { o.device = "cuda:7"; }, "device: cuda:7 is not present"},
       {[](ServerOptions& o) { o.model_dir = "/nonexistent/model"; }, "model_dir: '/nonexistent/model'"},
+      {[](ServerOptions& o) { o.max_active_streams = 0; }, "max_active_streams: 0"},
+      {[](ServerOptions& o) { o.max_waiting_streams = -1; }, "max_waiting_streams: -1"},
+      {[](ServerOptions& o) { o.max_buffered_audio_seconds = 0; }, "max_buffered_audio_seconds: 0"},
+      {[](ServerOptions& o) { o.num_threads = 0; }, "num_threads: 0"},
+      {[](ServerOptions& o) { o.max_pending_responses = 0; }, "max_pending_responses: 0"},
+      {[](ServerOptions& o) { o.max_message_bytes = 10; }, "max_message_bytes: 10"},
+      {[](ServerOptions& o) { o.keepalive_timeout_seconds = 0; }, "keepalive_timeout_seconds"},
   };
   for (const Case& c : cases) {
     ServerOptions options;

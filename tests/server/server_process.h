@@ -4,9 +4,14 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace oasr::testing {
+
+// Runs `command` through the shell; returns (exit code, stdout), exit code -1
+// when it did not exit normally.
+std::pair<int, std::string> RunCommand(const std::string& command);
 
 class ServerProcess {
  public:
