@@ -124,8 +124,9 @@ int main() {
   std::vector<oasr::Device> devices = {oasr::Device::Cpu()};
   if (oasr::CudaDeviceCount() > 0) devices.push_back(oasr::Device::Cuda(0));
   std::printf("oasr-bench-cache: PrepareChunksBatched + UpdateDeviceMirror + CommitChunkPaged\n");
-  std::printf("geometry: 12 layers, 4 KV heads x 64, fp16, chunk = block = 16, num_left_chunks 4, "
-              "max_blocks_per_seq 512 (mirrored width 6)\n");
+  std::printf(
+      "geometry: 12 layers, 4 KV heads x 64, fp16, chunk = block = 16, num_left_chunks 4, "
+      "max_blocks_per_seq 512 (mirrored width 6)\n");
   if (oasr::CudaDeviceCount() > 0) {
     std::printf("gpu: %s\n", oasr::CudaDeviceName(0).value_or("?").c_str());
   } else {

@@ -26,9 +26,9 @@ absl::StatusOr<std::unique_ptr<AttentionCacheManager>> AttentionCacheManager::Cr
         absl::StrCat("AttentionCacheManager: pad_lanes = ", pad_lanes, ": must be >= 0"));
   }
   if (pad_lanes > 0 && pool->num_scratch_blocks() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AttentionCacheManager: pad_lanes = ", pad_lanes,
-        " needs a scratch block for the padding rows; build the BlockPool with scratch_blocks >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager: pad_lanes = ", pad_lanes,
+                                                   " needs a scratch block for the padding rows; "
+                                                   "build the BlockPool with scratch_blocks >= 1"));
   }
   const CacheConfig& config = pool->config();
   const int rows = config.max_batch_size + pad_lanes;
@@ -36,8 +36,8 @@ absl::StatusOr<std::unique_ptr<AttentionCacheManager>> AttentionCacheManager::Cr
   // No stream ever holds more than blocks_per_stream blocks, so columns past
   // it would stay zero forever; leaving them out keeps the per-step mirror
   // copy small (6 columns instead of 512 at the seed's eviction defaults).
-  const int width = static_cast<int>(
-      std::min<int64_t>(config.max_blocks_per_seq, config.blocks_per_stream()));
+  const int width =
+      static_cast<int>(std::min<int64_t>(config.max_blocks_per_seq, config.blocks_per_stream()));
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<BlockTableMirror> mirror,
                         BlockTableMirror::Create(rows, width, cohort_capacity, config.device));
   return std::unique_ptr<AttentionCacheManager>(
@@ -50,12 +50,12 @@ AttentionCacheManager::AttentionCacheManager(BlockPool* pool, int pad_lanes,
       pool_(pool),
       pad_lanes_(pad_lanes),
       mirror_(std::move(mirror)),
-      slots_(config_.max_batch_size) {
-  slot_of_.reserve(config_.max_batch_size);
+      slots_(config_.max_batch_size),
+      bindings_("AttentionCacheManager", config_.max_batch_size, pad_lanes) {
   plan_slots_.resize(mirror_->cohort_capacity());
   plan_new_blocks_.resize(mirror_->cohort_capacity());
-  plan_block_ids_.resize(
-      std::max<int64_t>(mirror_->cohort_capacity(), std::max<int64_t>(0, config_.max_logical_blocks())));
+  plan_block_ids_.resize(std::max<int64_t>(mirror_->cohort_capacity(),
+                                           std::max<int64_t>(0, config_.max_logical_blocks())));
   seen_epoch_.assign(config_.max_batch_size, 0);
   // The padding lanes read and write only the scratch block, at the length
   // every stream starts with.
@@ -68,34 +68,10 @@ AttentionCacheManager::AttentionCacheManager(BlockPool* pool, int pad_lanes,
   }
 }
 
-absl::StatusOr<int> AttentionCacheManager::Find(int64_t stream_id) const {
-  const auto it = slot_of_.find(stream_id);
-  if (it == slot_of_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("AttentionCacheManager: stream ", stream_id, " is unknown or freed"));
-  }
-  return it->second;
-}
-
 absl::Status AttentionCacheManager::AllocateStream(int64_t stream_id, int slot,
                                                    GpuStream gpu_stream) {
-  if (slot_of_.contains(stream_id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("AttentionCacheManager: stream ", stream_id, " is already allocated"));
-  }
-  if (slot < 0 || slot >= config_.max_batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AttentionCacheManager: slot ", slot, " for stream ", stream_id,
-        slot >= config_.max_batch_size && slot < config_.max_batch_size + pad_lanes_
-            ? " is a padding lane, never bound to a stream"
-            : " is out of range",
-        " (stream slots are [0, ", config_.max_batch_size, "))"));
-  }
+  OASR_RETURN_IF_ERROR(bindings_.CheckBind(stream_id, slot));
   SlotState& state = slots_[slot];
-  if (state.stream_id != -1) {
-    return absl::FailedPreconditionError(absl::StrCat("AttentionCacheManager: slot ", slot,
-                                                      " already holds stream ", state.stream_id));
-  }
   int32_t* row = mirror_->MutableRow(slot);
   int64_t frames = 0;
   int32_t num_blocks = 0;
@@ -117,12 +93,12 @@ absl::Status AttentionCacheManager::AllocateStream(int64_t stream_id, int slot,
   }
   state = SlotState{stream_id, num_blocks, frames, false};
   mirror_->SetSeqlen(slot, static_cast<int32_t>(frames));
-  slot_of_.emplace(stream_id, slot);
+  bindings_.Bind(stream_id, slot);
   return absl::OkStatus();
 }
 
 absl::Status AttentionCacheManager::FreeStream(int64_t stream_id) {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+  OASR_ASSIGN_OR_RETURN(const int slot, bindings_.Unbind(stream_id));
   SlotState& state = slots_[slot];
   int32_t* row = mirror_->MutableRow(slot);
   const absl::Status freed = pool_->Free(std::span<const int32_t>(row, state.num_blocks));
@@ -131,7 +107,6 @@ absl::Status AttentionCacheManager::FreeStream(int64_t stream_id) {
   std::fill(row, row + state.num_blocks, 0);
   mirror_->SetSeqlen(slot, 0);
   state = SlotState{};
-  slot_of_.erase(stream_id);
   for (int i = 0; i < mirror_->cohort_size(); ++i) {
     if (mirror_->CohortSlot(i) == slot) {
       mirror_->ClearCohort();
@@ -150,8 +125,8 @@ absl::Status AttentionCacheManager::CheckCapacity(int slot, int64_t new_blocks) 
   const SlotState& s = slots_[slot];
   if (s.num_blocks + new_blocks <= config_.blocks_per_stream()) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "AttentionCacheManager: stream ", s.stream_id, " is at capacity: ", s.frames,
-      " frames in ", s.num_blocks, " blocks, blocks_per_stream ", config_.blocks_per_stream(),
+      "AttentionCacheManager: stream ", s.stream_id, " is at capacity: ", s.frames, " frames in ",
+      s.num_blocks, " blocks, blocks_per_stream ", config_.blocks_per_stream(),
       " (max_stream_frames ", config_.max_stream_frames(), ")"));
 }
 
@@ -225,8 +200,7 @@ void AttentionCacheManager::Advance(int slot, int64_t frames) {
   const int64_t block = config_.block_size_frames;
   if (config_.eviction_enabled() && s.frames - block >= config_.retained_frames()) {
     // Drop whole blocks from the front while the rest still covers the window.
-    const int32_t evict =
-        static_cast<int32_t>((s.frames - config_.retained_frames()) / block);
+    const int32_t evict = static_cast<int32_t>((s.frames - config_.retained_frames()) / block);
     int32_t* row = mirror_->MutableRow(slot);
     const absl::Status freed = pool_->Free(std::span<const int32_t>(row, evict));
     OASR_CHECK(freed.ok(), std::string(freed.message()));
@@ -242,28 +216,26 @@ void AttentionCacheManager::Advance(int slot, int64_t frames) {
 absl::Status AttentionCacheManager::CommitChunkPaged(int64_t stream_id, int64_t chunk_frames) {
   OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
   if (chunk_frames < 0 || chunk_frames > config_.chunk_size) {
-    return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager::CommitChunkPaged: ",
-                                                   chunk_frames, " frames for stream ", stream_id,
-                                                   " outside [0, chunk_size ", config_.chunk_size,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AttentionCacheManager::CommitChunkPaged: ", chunk_frames, " frames for stream ", stream_id,
+        " outside [0, chunk_size ", config_.chunk_size, "]"));
   }
   const SlotState& s = slots_[slot];
   const int64_t room = int64_t{s.num_blocks} * config_.block_size_frames - s.frames;
   if (chunk_frames > room) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "AttentionCacheManager::CommitChunkPaged: stream ", stream_id, " commits ", chunk_frames,
-        " frames but has room for ", room, "; call PrepareChunk first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("AttentionCacheManager::CommitChunkPaged: stream ", stream_id, " commits ",
+                     chunk_frames, " frames but has room for ", room, "; call PrepareChunk first"));
   }
   Advance(slot, chunk_frames);
   return absl::OkStatus();
 }
 
-absl::StatusOr<PagedStateViews> AttentionCacheManager::GetPagedStateViews(
-    int64_t stream_id) const {
+absl::StatusOr<PagedStateViews> AttentionCacheManager::GetPagedStateViews(int64_t stream_id) const {
   OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
   if (!slots_[slot].prepared) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "AttentionCacheManager: stream ", stream_id, " has no paged state before PrepareChunk"));
+    return absl::FailedPreconditionError(absl::StrCat("AttentionCacheManager: stream ", stream_id,
+                                                      " has no paged state before PrepareChunk"));
   }
   return PagedStateViews{mirror_->block_table().Slice(slot, 1),
                          mirror_->cache_seqlens().Slice(slot, 1)};
@@ -295,7 +267,8 @@ void AttentionCacheManager::CopyDense(int slot, int64_t pos, int64_t frames, voi
     const int64_t block = row[p / B];
     const int64_t f0 = p - pos;
     for (int kv = 0; kv < 2; ++kv) {
-      char* pool_base = static_cast<char*>(kv == 0 ? pool_->k_pool().data() : pool_->v_pool().data());
+      char* pool_base =
+          static_cast<char*>(kv == 0 ? pool_->k_pool().data() : pool_->v_pool().data());
       for (int64_t l = 0; l < L; ++l) {
         for (int64_t h = 0; h < H; ++h) {
           char* pool_ptr = pool_base + (((l * NB + block) * B + r) * H * D + h * D) * esz;
@@ -321,10 +294,10 @@ absl::Status AttentionCacheManager::Commit(int64_t stream_id, const TensorView& 
   const int64_t frames = kv_chunk.rank() == 4 ? kv_chunk.dim(2) : -1;
   const Shape expected{config_.num_layers, config_.n_kv_head, frames, config_.kv_last_dim()};
   if (kv_chunk.rank() != 4 || !(kv_chunk.shape() == expected) || frames < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AttentionCacheManager::Commit: kv_chunk shape ", kv_chunk.shape().ToString(),
-        ", expected [", config_.num_layers, ", ", config_.n_kv_head, ", frames >= 1, ",
-        config_.kv_last_dim(), "]"));
+    return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager::Commit: kv_chunk shape ",
+                                                   kv_chunk.shape().ToString(), ", expected [",
+                                                   config_.num_layers, ", ", config_.n_kv_head,
+                                                   ", frames >= 1, ", config_.kv_last_dim(), "]"));
   }
   if (frames > config_.block_size_frames) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -332,10 +305,10 @@ absl::Status AttentionCacheManager::Commit(int64_t stream_id, const TensorView& 
         " frames is wider than a block (block_size_frames ", config_.block_size_frames, ")"));
   }
   if (kv_chunk.dtype() != config_.dtype || !(kv_chunk.device() == config_.device)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AttentionCacheManager::Commit: kv_chunk is ", DTypeName(kv_chunk.dtype()), " on ",
-        kv_chunk.device().ToString(), ", expected ", DTypeName(config_.dtype), " on ",
-        config_.device.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AttentionCacheManager::Commit: kv_chunk is ", DTypeName(kv_chunk.dtype()),
+                     " on ", kv_chunk.device().ToString(), ", expected ", DTypeName(config_.dtype),
+                     " on ", config_.device.ToString()));
   }
   const int64_t blocks = NewBlocksFor(slot, frames);
   OASR_RETURN_IF_ERROR(CheckCapacity(slot, blocks));
@@ -350,10 +323,9 @@ absl::StatusOr<Tensor> AttentionCacheManager::GetStackedCache(int64_t stream_id,
                                                               GpuStream gpu_stream) const {
   OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
   const int64_t frames = slots_[slot].frames;
-  OASR_ASSIGN_OR_RETURN(
-      Tensor out, Tensor::Empty({config_.num_layers, config_.n_kv_head, frames,
-                                 config_.kv_last_dim()},
-                                config_.dtype, config_.device));
+  OASR_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({config_.num_layers, config_.n_kv_head, frames,
+                                                   config_.kv_last_dim()},
+                                                  config_.dtype, config_.device));
   CopyDense(slot, 0, frames, out.data(), /*to_pool=*/false, gpu_stream);
   return out;
 }

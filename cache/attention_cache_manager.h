@@ -9,12 +9,12 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/block_pool.h"
 #include "cache/block_table_mirror.h"
 #include "cache/cache_config.h"
+#include "cache/stream_bindings.h"
 #include "common/gpu_stream.h"
 #include "common/tensor.h"
 
@@ -154,7 +154,7 @@ class AttentionCacheManager {
   // The stream's slot. NOT_FOUND when unknown.
   absl::StatusOr<int> SlotOf(int64_t stream_id) const;
 
-  int num_streams() const { return static_cast<int>(slot_of_.size()); }
+  int num_streams() const { return bindings_.size(); }
   int pad_lanes() const { return pad_lanes_; }
   // The row of padding lane `i`: max_batch_size + i.
   int pad_lane_slot(int i = 0) const { return config_.max_batch_size + i; }
@@ -171,8 +171,7 @@ class AttentionCacheManager {
   };
 
   AttentionCacheManager(BlockPool* pool, int pad_lanes, std::unique_ptr<BlockTableMirror> mirror);
-  // The slot of a live stream, or NOT_FOUND naming the id.
-  absl::StatusOr<int> Find(int64_t stream_id) const;
+  absl::StatusOr<int> Find(int64_t stream_id) const { return bindings_.Find(stream_id); }
   // Blocks the slot needs to hold `frames` more frames than it has.
   int64_t NewBlocksFor(int slot, int64_t frames) const;
   absl::Status CheckCapacity(int slot, int64_t new_blocks) const;
@@ -189,7 +188,7 @@ class AttentionCacheManager {
   const int pad_lanes_;
   std::unique_ptr<BlockTableMirror> mirror_;
   std::vector<SlotState> slots_;  // max_batch_size entries.
-  absl::flat_hash_map<int64_t, int> slot_of_;
+  StreamBindings bindings_;
   // Preallocated plan buffers for PrepareChunksBatched.
   std::vector<int32_t> plan_slots_;
   std::vector<int32_t> plan_new_blocks_;

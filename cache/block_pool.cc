@@ -44,9 +44,8 @@ absl::Status BlockPool::Allocate(std::span<int32_t> out) {
   const int64_t n = static_cast<int64_t>(out.size());
   std::lock_guard<std::mutex> lock(mu_);
   if (n > free_count_) {
-    return absl::ResourceExhaustedError(absl::StrCat("BlockPool exhausted: requested ", n,
-                                                     " blocks, ", free_count_, " free of ",
-                                                     num_blocks()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "BlockPool exhausted: requested ", n, " blocks, ", free_count_, " free of ", num_blocks()));
   }
   const int64_t capacity = num_blocks();
   for (int64_t i = 0; i < n; ++i) {
@@ -68,8 +67,8 @@ absl::Status BlockPool::Free(std::span<const int32_t> ids) {
   for (; checked < ids.size(); ++checked) {
     const int32_t id = ids[checked];
     if (id < 0 || id >= num_physical_blocks()) {
-      status = absl::InvalidArgumentError(absl::StrCat("BlockPool::Free: block ", id,
-                                                       " is out of range [0, ", num_blocks(), ")"));
+      status = absl::InvalidArgumentError(
+          absl::StrCat("BlockPool::Free: block ", id, " is out of range [0, ", num_blocks(), ")"));
       break;
     }
     if (IsScratchBlock(id)) {
@@ -105,8 +104,8 @@ int64_t BlockPool::num_free_blocks() const {
 }
 
 int32_t BlockPool::scratch_block(int i) const {
-  OASR_CHECK(i >= 0 && i < scratch_blocks_, absl::StrCat("scratch block ", i, " of ",
-                                                         scratch_blocks_));
+  OASR_CHECK(i >= 0 && i < scratch_blocks_,
+             absl::StrCat("scratch block ", i, " of ", scratch_blocks_));
   return static_cast<int32_t>(num_blocks() + i);
 }
 

@@ -86,10 +86,10 @@ class BlockPool {
   Tensor v_;
 
   mutable std::mutex mu_;
-  std::vector<int32_t> ring_;      // Free ids; capacity num_blocks, never grows.
-  int64_t head_ = 0;               // Index of the oldest free id in ring_.
+  std::vector<int32_t> ring_;  // Free ids; capacity num_blocks, never grows.
+  int64_t head_ = 0;           // Index of the oldest free id in ring_.
   int64_t free_count_ = 0;
-  std::vector<uint8_t> allocated_; // Per id: 1 while handed out.
+  std::vector<uint8_t> allocated_;  // Per id: 1 while handed out.
 };
 
 }  // namespace oasr::cache

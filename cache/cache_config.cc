@@ -53,11 +53,12 @@ absl::Status CacheConfig::Validate() const {
   constexpr int64_t kMaxBlocks = std::numeric_limits<int32_t>::max() / 2;
   if (max_num_blocks > kMaxBlocks) {
     return absl::InvalidArgumentError(absl::StrCat("CacheConfig.max_num_blocks = ", max_num_blocks,
-                                                   ": above the int32 block-id limit ", kMaxBlocks));
+                                                   ": above the int32 block-id limit ",
+                                                   kMaxBlocks));
   }
   if (!(pool_memory_fraction > 0.0 && pool_memory_fraction <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("CacheConfig.pool_memory_fraction = ",
-                                                   pool_memory_fraction, ": must be in (0, 1]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CacheConfig.pool_memory_fraction = ", pool_memory_fraction, ": must be in (0, 1]"));
   }
   if (chunk_size > block_size_frames) {
     // One block receives at most one chunk's frames in a step; a wider chunk
@@ -91,9 +92,9 @@ absl::Status CacheConfig::Validate() const {
   }
   if (prefill_kv_window) {
     if (num_left_chunks <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CacheConfig.prefill_kv_window needs a window: num_left_chunks = ",
-                       num_left_chunks, " (limit >= 1)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CacheConfig.prefill_kv_window needs a window: num_left_chunks = ", num_left_chunks,
+          " (limit >= 1)"));
     }
     // Only then does every stream report exactly the same cache length
     // after every full chunk, which is what prefilling is for.

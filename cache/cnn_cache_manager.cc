@@ -24,52 +24,26 @@ absl::StatusOr<std::unique_ptr<CnnCacheManager>> CnnCacheManager::Create(const C
   OASR_ASSIGN_OR_RETURN(
       std::unique_ptr<SlotStateCache> states,
       SlotStateCache::Create(std::move(specs), config.max_batch_size + pad_lanes, config.device));
-  return std::unique_ptr<CnnCacheManager>(new CnnCacheManager(config, std::move(states)));
+  return std::unique_ptr<CnnCacheManager>(
+      new CnnCacheManager(config, pad_lanes, std::move(states)));
 }
 
-CnnCacheManager::CnnCacheManager(const CacheConfig& config, std::unique_ptr<SlotStateCache> states)
+CnnCacheManager::CnnCacheManager(const CacheConfig& config, int pad_lanes,
+                                 std::unique_ptr<SlotStateCache> states)
     : config_(config),
       states_(std::move(states)),
-      stream_of_slot_(config.max_batch_size, -1),
-      slots_buffer_(states_->num_slots()) {
-  slot_of_.reserve(config.max_batch_size);
-}
-
-absl::StatusOr<int> CnnCacheManager::SlotOf(int64_t stream_id) const {
-  const auto it = slot_of_.find(stream_id);
-  if (it == slot_of_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("CnnCacheManager: stream ", stream_id, " is unknown or freed"));
-  }
-  return it->second;
-}
+      bindings_("CnnCacheManager", config.max_batch_size, pad_lanes),
+      slots_buffer_(states_->num_slots()) {}
 
 absl::Status CnnCacheManager::AllocateStream(int64_t stream_id, int slot, GpuStream gpu_stream) {
-  if (slot_of_.contains(stream_id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("CnnCacheManager: stream ", stream_id, " is already allocated"));
-  }
-  if (slot < 0 || slot >= config_.max_batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat("CnnCacheManager: slot ", slot, " for stream ",
-                                                   stream_id, " is not a stream slot [0, ",
-                                                   config_.max_batch_size, ")"));
-  }
-  if (stream_of_slot_[slot] != -1) {
-    return absl::FailedPreconditionError(absl::StrCat("CnnCacheManager: slot ", slot,
-                                                      " already holds stream ",
-                                                      stream_of_slot_[slot]));
-  }
+  OASR_RETURN_IF_ERROR(bindings_.CheckBind(stream_id, slot));
   OASR_RETURN_IF_ERROR(states_->ZeroSlot(slot, gpu_stream));
-  stream_of_slot_[slot] = stream_id;
-  slot_of_.emplace(stream_id, slot);
+  bindings_.Bind(stream_id, slot);
   return absl::OkStatus();
 }
 
 absl::Status CnnCacheManager::FreeStream(int64_t stream_id) {
-  OASR_ASSIGN_OR_RETURN(const int slot, SlotOf(stream_id));
-  stream_of_slot_[slot] = -1;
-  slot_of_.erase(stream_id);
-  return absl::OkStatus();
+  return bindings_.Unbind(stream_id).status();
 }
 
 absl::StatusOr<std::span<const int32_t>> CnnCacheManager::Slots(

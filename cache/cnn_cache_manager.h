@@ -8,11 +8,11 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/cache_config.h"
 #include "cache/slot_state_cache.h"
+#include "cache/stream_bindings.h"
 #include "common/gpu_stream.h"
 #include "common/tensor.h"
 
@@ -62,19 +62,18 @@ class CnnCacheManager {
   // it by slot, graph capture).
   TensorView buffer() const { return states_->buffer(0); }
   SlotStateCache& states() { return *states_; }
-  absl::StatusOr<int> SlotOf(int64_t stream_id) const;
-  int num_streams() const { return static_cast<int>(slot_of_.size()); }
+  absl::StatusOr<int> SlotOf(int64_t stream_id) const { return bindings_.Find(stream_id); }
+  int num_streams() const { return bindings_.size(); }
 
  private:
-  CnnCacheManager(const CacheConfig& config, std::unique_ptr<SlotStateCache> states);
+  CnnCacheManager(const CacheConfig& config, int pad_lanes, std::unique_ptr<SlotStateCache> states);
   // Resolves `stream_ids` into slots_buffer_. NOT_FOUND for an unknown id,
   // INVALID_ARGUMENT past the buffer.
   absl::StatusOr<std::span<const int32_t>> Slots(std::span<const int64_t> stream_ids) const;
 
   const CacheConfig config_;
   std::unique_ptr<SlotStateCache> states_;
-  absl::flat_hash_map<int64_t, int> slot_of_;
-  std::vector<int64_t> stream_of_slot_;  // -1: unbound.
+  StreamBindings bindings_;
   mutable std::vector<int32_t> slots_buffer_;
 };
 

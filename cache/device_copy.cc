@@ -43,16 +43,15 @@ void CopyRows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, si
     }
     return;
   }
-  OASR_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
-                                    cudaMemcpyDefault, stream));
+  OASR_CUDA_CHECK(
+      cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, stream));
 #else
   (void)stream;
   OASR_CHECK(false, "CopyRows on " + device.ToString() + " in a build without CUDA");
 #endif
 }
 
-void ZeroRows(void* dst, size_t pitch, size_t width, size_t rows, Device device,
-              GpuStream stream) {
+void ZeroRows(void* dst, size_t pitch, size_t width, size_t rows, Device device, GpuStream stream) {
   if (width == 0 || rows == 0) return;
   if (device.is_cpu()) {
     if (pitch == width) {

@@ -23,7 +23,6 @@ void CopyRows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, si
 
 // Sets `rows` rows of `width` bytes, `pitch` bytes apart, to zero; same
 // device and stream rules as CopyRows.
-void ZeroRows(void* dst, size_t pitch, size_t width, size_t rows, Device device,
-              GpuStream stream);
+void ZeroRows(void* dst, size_t pitch, size_t width, size_t rows, Device device, GpuStream stream);
 
 }  // namespace oasr::cache

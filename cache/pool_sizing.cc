@@ -16,20 +16,20 @@ absl::StatusOr<int64_t> PoolBlocksForBytes(const CacheConfig& config, int64_t us
   if (config.eviction_enabled()) {
     const int64_t need = config.min_pool_blocks();
     if (fit < need) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "K/V pool: the retained history of ", config.max_batch_size, " streams needs ", need,
-          " blocks (", need * per_block, " bytes) but only ", usable_bytes, " bytes are usable on ",
-          config.device.ToString()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("K/V pool: the retained history of ", config.max_batch_size,
+                       " streams needs ", need, " blocks (", need * per_block, " bytes) but only ",
+                       usable_bytes, " bytes are usable on ", config.device.ToString()));
     }
     return need;
   }
   const int64_t cap = int64_t{config.max_batch_size} * config.max_blocks_per_seq;
   const int64_t blocks = std::min(fit, cap);
   if (blocks < config.max_batch_size) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "K/V pool: ", config.max_batch_size, " streams need at least one block each (",
-        int64_t{config.max_batch_size} * per_block, " bytes) but only ", usable_bytes,
-        " bytes are usable on ", config.device.ToString()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("K/V pool: ", config.max_batch_size, " streams need at least one block each (",
+                     int64_t{config.max_batch_size} * per_block, " bytes) but only ", usable_bytes,
+                     " bytes are usable on ", config.device.ToString()));
   }
   return blocks;
 }

@@ -51,15 +51,15 @@ absl::StatusOr<std::unique_ptr<SlotStateCache>> SlotStateCache::Create(
     }
     const int rank = spec.per_slot_shape.rank();
     if (rank >= Shape::kMaxRank || spec.slot_axis < 0 || spec.slot_axis > rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SlotStateCache: state '", spec.name, "' per_slot_shape ",
-          spec.per_slot_shape.ToString(), " with slot_axis ", spec.slot_axis,
-          ": slot_axis must be in [0, ", rank, "] and rank below ", Shape::kMaxRank));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SlotStateCache: state '", spec.name, "' per_slot_shape ",
+                       spec.per_slot_shape.ToString(), " with slot_axis ", spec.slot_axis,
+                       ": slot_axis must be in [0, ", rank, "] and rank below ", Shape::kMaxRank));
     }
     // Zero is the initial value of every state.
-    OASR_ASSIGN_OR_RETURN(
-        Tensor t, Tensor::Zeros(InsertAxis(spec.per_slot_shape, spec.slot_axis, num_slots),
-                                spec.dtype, device));
+    OASR_ASSIGN_OR_RETURN(Tensor t,
+                          Tensor::Zeros(InsertAxis(spec.per_slot_shape, spec.slot_axis, num_slots),
+                                        spec.dtype, device));
     buffers.push_back(std::move(t));
   }
   return std::unique_ptr<SlotStateCache>(
@@ -94,8 +94,8 @@ absl::Status SlotStateCache::CheckSlot(int slot) const {
 void SlotStateCache::Zero(int spec, int slot, GpuStream gpu_stream) {
   const Shape& shape = buffers_[spec].shape();
   const int axis = specs_[spec].slot_axis;
-  const size_t inner = static_cast<size_t>(ElementsFrom(shape, axis + 1)) *
-                       DTypeSize(specs_[spec].dtype);
+  const size_t inner =
+      static_cast<size_t>(ElementsFrom(shape, axis + 1)) * DTypeSize(specs_[spec].dtype);
   char* base = static_cast<char*>(buffers_[spec].data());
   ZeroRows(base + slot * inner, inner * num_slots_, inner,
            static_cast<size_t>(ElementsBefore(shape, axis)), device_, gpu_stream);
@@ -137,8 +137,8 @@ void SlotStateCache::Move(int spec, std::span<const int32_t> slots, void* dense,
                           GpuStream gpu_stream) const {
   const Shape& shape = buffers_[spec].shape();
   const int axis = specs_[spec].slot_axis;
-  const size_t inner = static_cast<size_t>(ElementsFrom(shape, axis + 1)) *
-                       DTypeSize(specs_[spec].dtype);
+  const size_t inner =
+      static_cast<size_t>(ElementsFrom(shape, axis + 1)) * DTypeSize(specs_[spec].dtype);
   const size_t outer = static_cast<size_t>(ElementsBefore(shape, axis));
   const size_t count = slots.size();
   char* stored = static_cast<char*>(buffers_[spec].data());

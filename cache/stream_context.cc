@@ -62,8 +62,9 @@ StreamContext& StreamContext::operator=(StreamContext&& other) noexcept {
 StreamContext::~StreamContext() {
   if (live_) {
     const absl::Status status = Free();
-    if (!status.ok()) spdlog::error("StreamContext: freeing stream {}: {}", stream_id_,
-                                    std::string(status.message()));
+    if (!status.ok())
+      spdlog::error("StreamContext: freeing stream {}: {}", stream_id_,
+                    std::string(status.message()));
   }
 }
 
@@ -108,7 +109,8 @@ absl::Status StreamContext::GetCnnCache(const TensorView& out) const {
 absl::Status StreamContext::CheckCnn(const TensorView& new_cnn) const {
   if (new_cnn.empty()) return absl::OkStatus();
   if (managers_.cnn == nullptr) {
-    return absl::FailedPreconditionError("StreamContext: a conv cache update without a CnnCacheManager");
+    return absl::FailedPreconditionError(
+        "StreamContext: a conv cache update without a CnnCacheManager");
   }
   const CacheConfig& config = managers_.attention->config();
   const Shape expected = managers_.cnn->CohortShape(1);

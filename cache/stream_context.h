@@ -90,7 +90,10 @@ class StreamContext {
 
  private:
   StreamContext(int64_t stream_id, int slot, const CacheManagers& managers, GpuStream gpu_stream)
-      : stream_id_(stream_id), slot_(slot), managers_(managers), gpu_stream_(gpu_stream),
+      : stream_id_(stream_id),
+        slot_(slot),
+        managers_(managers),
+        gpu_stream_(gpu_stream),
         live_(true) {}
   absl::Status CheckLive() const;
   absl::Status CheckCnn(const TensorView& new_cnn) const;

@@ -279,8 +279,7 @@ Tensor DenseChunk(const CacheConfig& c, int frames, float base) {
   for (int l = 0; l < c.num_layers; ++l)
     for (int h = 0; h < c.n_kv_head; ++h)
       for (int f = 0; f < frames; ++f)
-        for (int j = 0; j < c.kv_last_dim(); ++j)
-          *p++ = base + 1000 * l + 100 * h + f + j / 100.0f;
+        for (int j = 0; j < c.kv_last_dim(); ++j) *p++ = base + 1000 * l + 100 * h + f + j / 100.0f;
   return t;
 }
 
@@ -325,14 +324,15 @@ TEST_P(AttentionCacheTest, DenseCommitRejectsShapeMismatchAndChunksWiderThanABlo
   Tensor wrong = *Tensor::Zeros({2, 3, 4, 6}, DType::kFloat32, device());
   absl::Status s = att_->Commit(1, wrong.view(), stream());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("[2, 3, 4, 6]"), HasSubstr("expected [2, 2")));
-  Tensor wide = *Tensor::Zeros({c.num_layers, c.n_kv_head, 5, c.kv_last_dim()}, DType::kFloat32,
-                               device());
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("[2, 3, 4, 6]"), HasSubstr("expected [2, 2")));
+  Tensor wide =
+      *Tensor::Zeros({c.num_layers, c.n_kv_head, 5, c.kv_last_dim()}, DType::kFloat32, device());
   s = att_->Commit(1, wide.view(), stream());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("wider than a block"));
-  Tensor ints = *Tensor::Zeros({c.num_layers, c.n_kv_head, 2, c.kv_last_dim()}, DType::kInt32,
-                               device());
+  Tensor ints =
+      *Tensor::Zeros({c.num_layers, c.n_kv_head, 2, c.kv_last_dim()}, DType::kInt32, device());
   EXPECT_THAT(std::string(att_->Commit(1, ints.view(), stream()).message()), HasSubstr("int32"));
   EXPECT_EQ(Frames(1), 0);
   EXPECT_EQ(pool_->num_free_blocks(), 64);

@@ -94,8 +94,7 @@ TEST_P(BlockPoolTest, FreeRejectsDoubleFreeScratchAndOutOfRangeAtomically) {
   EXPECT_TRUE(pool->IsScratchBlock(64));
   std::vector<int32_t> ids(4);
   ASSERT_TRUE(pool->Allocate(ids).ok());
-  const std::vector<std::vector<int32_t>> bad = {
-      {0, 1, 64}, {0, 70}, {0, -1}, {2, 2}, {3, 9}};
+  const std::vector<std::vector<int32_t>> bad = {{0, 1, 64}, {0, 70}, {0, -1}, {2, 2}, {3, 9}};
   const absl::StatusCode codes[] = {
       absl::StatusCode::kInvalidArgument, absl::StatusCode::kInvalidArgument,
       absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
@@ -108,8 +107,7 @@ TEST_P(BlockPoolTest, FreeRejectsDoubleFreeScratchAndOutOfRangeAtomically) {
   }
   EXPECT_THAT(std::string(pool->Free(std::vector<int32_t>{64}).message()), HasSubstr("scratch"));
   ASSERT_TRUE(pool->Free(ids).ok());
-  EXPECT_THAT(std::string(pool->Free(std::vector<int32_t>{1}).message()),
-              HasSubstr("double free"));
+  EXPECT_THAT(std::string(pool->Free(std::vector<int32_t>{1}).message()), HasSubstr("double free"));
   // The scratch block is never handed out.
   std::vector<int32_t> all(64);
   ASSERT_TRUE(pool->Allocate(all).ok());

@@ -70,8 +70,8 @@ TEST(CacheConfigTest, RejectsABlockTableThatCannotAddressTheHistory) {
   c.max_num_blocks = 4096;
   absl::Status s = c.Validate();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(s), AllOf(HasSubstr("max_blocks_per_seq = 7"),
-                                HasSubstr("max_logical_blocks = 8")));
+  EXPECT_THAT(Message(s),
+              AllOf(HasSubstr("max_blocks_per_seq = 7"), HasSubstr("max_logical_blocks = 8")));
   // The window plus the chunk in flight (10 blocks) must fit too.
   c.max_blocks_per_seq = 9;
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
@@ -96,7 +96,8 @@ TEST(CacheConfigTest, RejectsAPoolWithoutOneBlockPerStream) {
   c.max_num_blocks = 31;
   const absl::Status s = c.Validate();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(s), AllOf(HasSubstr("max_num_blocks = 31"), HasSubstr("max_batch_size = 32")));
+  EXPECT_THAT(Message(s),
+              AllOf(HasSubstr("max_num_blocks = 31"), HasSubstr("max_batch_size = 32")));
 }
 
 TEST(CacheConfigTest, RejectsNonPositiveSizesByName) {

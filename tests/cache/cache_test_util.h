@@ -72,13 +72,12 @@ class CacheDeviceTest : public ::testing::TestWithParam<Device> {
 };
 
 // Instantiates a CacheDeviceTest suite on this binary's device.
-#define OASR_INSTANTIATE_CACHE_DEVICE_TEST(Suite)                                    \
-  INSTANTIATE_TEST_SUITE_P(                                                          \
-      Device, Suite,                                                                 \
-      ::testing::Values(::oasr::cache::testing::TestDevice()),                       \
-      [](const ::testing::TestParamInfo<::oasr::Device>& info) {                     \
-        return info.param.is_cuda() ? std::string("cuda") : std::string("cpu");      \
-      })
+#define OASR_INSTANTIATE_CACHE_DEVICE_TEST(Suite)                                                  \
+  INSTANTIATE_TEST_SUITE_P(Device, Suite, ::testing::Values(::oasr::cache::testing::TestDevice()), \
+                           [](const ::testing::TestParamInfo<::oasr::Device>& info) {              \
+                             return info.param.is_cuda() ? std::string("cuda")                     \
+                                                         : std::string("cpu");                     \
+                           })
 
 // A small real streaming decoder for the pooling tests: greedy CTC (argmax
 // per frame, repeats collapsed, blank 0 dropped) over float32 [T, V] host

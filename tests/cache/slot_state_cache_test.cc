@@ -19,9 +19,9 @@ class SlotStateCacheTest : public testing::CacheDeviceTest {
  protected:
   std::vector<StreamStateSpec> Specs() const {
     return {
-        {"tail", Shape{3, 2}, 0, false, DType::kFloat32},        // (slots, 3, 2)
-        {"conv", Shape{2, 3, 2}, 1, false, DType::kFloat32},     // (2, slots, 3, 2)
-        {"prompt", Shape{1}, 1, true, DType::kInt32},            // (1, slots)
+        {"tail", Shape{3, 2}, 0, false, DType::kFloat32},     // (slots, 3, 2)
+        {"conv", Shape{2, 3, 2}, 1, false, DType::kFloat32},  // (2, slots, 3, 2)
+        {"prompt", Shape{1}, 1, true, DType::kInt32},         // (1, slots)
     };
   }
   // A dense cohort tensor of `shape` with distinct values starting at `base`.
@@ -120,7 +120,8 @@ TEST_P(SlotStateCacheTest, MismatchesAndBadSpecsAreInvalidArguments) {
   const std::vector<int32_t> out_of_range = {0, 4};
   EXPECT_EQ(cache->Gather(0, out_of_range, ok.view(), stream()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cache->Gather(7, slots, ok.view(), stream()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache->Gather(7, slots, ok.view(), stream()).code(),
+            absl::StatusCode::kInvalidArgument);
 
   std::vector<StreamStateSpec> repeated = Specs();
   repeated[1].name = "tail";
@@ -183,7 +184,8 @@ TEST_P(CnnCacheTest, ShapeMismatchNamesBothShapesAndStreamsAreChecked) {
   Tensor wrong = *Tensor::Zeros({2, 1, 4, 5}, DType::kFloat32, device());
   const absl::Status s = cnn->Update(1, wrong.view(), stream());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("[2, 1, 4, 5]"), HasSubstr("[2, 1, 3, 5]")));
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("[2, 1, 4, 5]"), HasSubstr("[2, 1, 3, 5]")));
   EXPECT_EQ(cnn->AllocateStream(1, 1, stream()).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(cnn->AllocateStream(2, 0, stream()).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(cnn->AllocateStream(2, 8, stream()).code(), absl::StatusCode::kInvalidArgument);

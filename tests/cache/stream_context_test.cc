@@ -11,9 +11,9 @@
 namespace oasr::cache {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::GreedyCtcDecoder;
 using testing::GreedyCtcState;
+using ::testing::HasSubstr;
 
 class StreamContextTest : public testing::CacheDeviceTest {
  protected:
@@ -56,11 +56,13 @@ TEST_P(StreamContextTest, TheHotLoopReadsCleanlyThroughOneHandle) {
     EXPECT_EQ(Read<int32_t>(views.cache_seqlens)[0], std::min(chunk * 4, 8));
     EXPECT_EQ(ctx.GetAttCaches(0).cohort_slots.numel(), 1);
     ASSERT_TRUE(ctx.GetCnnCache(cnn_out.view()).ok());
-    EXPECT_EQ(Read<float>(cnn_out.view()), std::vector<float>(30, chunk == 0 ? 0.0f : chunk - 1.0f));
+    EXPECT_EQ(Read<float>(cnn_out.view()),
+              std::vector<float>(30, chunk == 0 ? 0.0f : chunk - 1.0f));
     Write<float>(new_cnn.view(), std::vector<float>(30, static_cast<float>(chunk)));
     ASSERT_TRUE(ctx.CommitChunkPaged(4, new_cnn.view()).ok());
     for (int t = 0; t < 4; ++t) {
-      for (int v = 0; v < 4; ++v) log_probs.data<float>()[t * 4 + v] = v == (chunk + 1) % 4 ? 0 : -9;
+      for (int v = 0; v < 4; ++v)
+        log_probs.data<float>()[t * 4 + v] = v == (chunk + 1) % 4 ? 0 : -9;
     }
     ASSERT_TRUE(ctx.GetDecoder()->DecodeChunk(log_probs.view()).ok());
   }
@@ -121,7 +123,8 @@ TEST_P(StreamContextTest, AFailedAllocationReleasesWhatItClaimed) {
   EXPECT_EQ(cnn_->num_streams(), 0);
   // Slots run out as a status.
   std::vector<StreamContext> live;
-  for (int64_t id = 100; id < 108; ++id) live.push_back(*StreamContext::Allocate(id, managers_, stream()));
+  for (int64_t id = 100; id < 108; ++id)
+    live.push_back(*StreamContext::Allocate(id, managers_, stream()));
   const absl::Status full = StreamContext::Allocate(200, managers_, stream()).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(att_->num_streams(), 8);
