@@ -55,9 +55,8 @@ absl::Status DecodeSamples(SampleEncoding encoding, std::string_view bytes,
   switch (encoding) {
     case SampleEncoding::kLinear16: {
       if (bytes.size() % 2 != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ": ", bytes.size(),
-                         " bytes is not a whole number of 16-bit LINEAR16 samples"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": ", bytes.size(), " bytes is not a whole number of 16-bit LINEAR16 samples"));
       }
       const size_t first = out->size();
       out->resize(first + bytes.size() / 2);
@@ -109,9 +108,9 @@ absl::StatusOr<WavAudio> ParseWav(std::string_view bytes) {
       } else if (format == kFormatAlaw && bits == 8) {
         wav.encoding = SampleEncoding::kAlaw;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "audio: WAV format ", format, " with ", bits,
-            "-bit samples is not supported (16-bit PCM, 8-bit mu-law or A-law only)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("audio: WAV format ", format, " with ", bits,
+                         "-bit samples is not supported (16-bit PCM, 8-bit mu-law or A-law only)"));
       }
       have_fmt = true;
     } else if (id == "data") {
@@ -123,8 +122,8 @@ absl::StatusOr<WavAudio> ParseWav(std::string_view bytes) {
     }
     at = body + size + (size & 1);  // Chunks are padded to even sizes.
   }
-  return absl::InvalidArgumentError(
-      have_fmt ? "audio: WAV file has no data chunk" : "audio: WAV file has no fmt chunk");
+  return absl::InvalidArgumentError(have_fmt ? "audio: WAV file has no data chunk"
+                                             : "audio: WAV file has no fmt chunk");
 }
 
 std::string EncodeWav(const std::vector<int16_t>& samples, int sample_rate) {

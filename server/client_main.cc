@@ -199,7 +199,8 @@ int RunRecognize(const std::shared_ptr<grpc::Channel>& channel, const std::strin
   buffer << in.rdbuf();
   oasr::asr::v1::RecognizeRequest request;
   *request.mutable_config() = MakeConfig(flags, flags.raw_rate).config();
-  if (oasr::server::LooksLikeWav(buffer.str())) request.mutable_config()->set_encoding(oasr::asr::v1::WAV);
+  if (oasr::server::LooksLikeWav(buffer.str()))
+    request.mutable_config()->set_encoding(oasr::asr::v1::WAV);
   request.set_audio(buffer.str());
   auto stub = oasr::asr::v1::Speech::NewStub(channel);
   oasr::asr::v1::RecognizeResponse response;
@@ -288,8 +289,8 @@ int RunHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& 
   auto context = ContextWithDeadline(timeout);
   grpc::Status status = stub->Check(context.get(), request, &response);
   if (!status.ok()) return ReportRpcError("Health.Check", status);
-  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
-                          .c_str());
+  std::printf("%s\n",
+              grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }
 

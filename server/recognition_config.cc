@@ -23,10 +23,10 @@ absl::Status ParseEndpointing(const asr::v1::EndpointingConfig& in, decoder::End
     return absl::OkStatus();
   }
   if (in.stop_history_ms() < 0 || in.stop_history_no_speech_ms() < 0 || in.max_segment_ms() < 0) {
-    return Invalid(absl::StrCat(
-        "endpointing_config: times must not be negative (stop_history_ms ", in.stop_history_ms(),
-        ", stop_history_no_speech_ms ", in.stop_history_no_speech_ms(), ", max_segment_ms ",
-        in.max_segment_ms(), ")"));
+    return Invalid(absl::StrCat("endpointing_config: times must not be negative (stop_history_ms ",
+                                in.stop_history_ms(), ", stop_history_no_speech_ms ",
+                                in.stop_history_no_speech_ms(), ", max_segment_ms ",
+                                in.max_segment_ms(), ")"));
   }
   if (!(in.stop_threshold() >= 0.0f && in.stop_threshold() < 1.0f)) {
     return Invalid(absl::StrCat("endpointing_config.stop_threshold: ", in.stop_threshold(),
@@ -92,10 +92,11 @@ absl::StatusOr<ParsedConfig> ParseRecognitionConfig(const asr::v1::RecognitionCo
       return Invalid(absl::StrCat("encoding: ", config.encoding(),
                                   " is not supported (LINEAR16, MULAW, ALAW, WAV)"));
   }
-  const int rate = config.sample_rate_hertz() == 0 ? model.sample_rate() : config.sample_rate_hertz();
+  const int rate =
+      config.sample_rate_hertz() == 0 ? model.sample_rate() : config.sample_rate_hertz();
   if (rate < kMinSampleRate || rate > kMaxSampleRate) {
-    return Invalid(absl::StrCat("sample_rate_hertz: ", config.sample_rate_hertz(),
-                                " is outside [", kMinSampleRate, ", ", kMaxSampleRate, "]"));
+    return Invalid(absl::StrCat("sample_rate_hertz: ", config.sample_rate_hertz(), " is outside [",
+                                kMinSampleRate, ", ", kMaxSampleRate, "]"));
   }
   if (config.audio_channel_count() < 0 || config.audio_channel_count() > 1) {
     return Invalid(absl::StrCat("audio_channel_count: ", config.audio_channel_count(),
@@ -111,8 +112,8 @@ absl::StatusOr<ParsedConfig> ParseRecognitionConfig(const asr::v1::RecognitionCo
                                 model.info().language_code(), "')"));
   }
   if (config.max_alternatives() < 0 || config.max_alternatives() > kMaxAlternatives) {
-    return Invalid(absl::StrCat("max_alternatives: ", config.max_alternatives(),
-                                " is outside [0, ", kMaxAlternatives, "]"));
+    return Invalid(absl::StrCat("max_alternatives: ", config.max_alternatives(), " is outside [0, ",
+                                kMaxAlternatives, "]"));
   }
   parsed.max_alternatives = std::max(1, config.max_alternatives());
   parsed.word_time_offsets = config.enable_word_time_offsets();
@@ -137,10 +138,11 @@ void SetDurationMs(int64_t ms, google::protobuf::Duration* out) {
   out->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
 }
 
-void FillAlternatives(const decoder::DecodeResult& result, const ParsedConfig& config,
-                      google::protobuf::RepeatedPtrField<asr::v1::SpeechRecognitionAlternative>*
-                          alternatives) {
-  const size_t n = std::min<size_t>(result.nbest.size(), static_cast<size_t>(config.max_alternatives));
+void FillAlternatives(
+    const decoder::DecodeResult& result, const ParsedConfig& config,
+    google::protobuf::RepeatedPtrField<asr::v1::SpeechRecognitionAlternative>* alternatives) {
+  const size_t n =
+      std::min<size_t>(result.nbest.size(), static_cast<size_t>(config.max_alternatives));
   for (size_t i = 0; i < n; ++i) {
     const decoder::Hypothesis& hyp = result.nbest[i];
     asr::v1::SpeechRecognitionAlternative* alt = alternatives->Add();

@@ -19,7 +19,7 @@ class ServedModel;
 struct ParsedConfig {
   scheduler::StreamRequest request;  // For Engine::OpenStream.
   SampleEncoding encoding = SampleEncoding::kLinear16;
-  bool wav = false;                  // encoding WAV (Recognize only).
+  bool wav = false;  // encoding WAV (Recognize only).
   bool word_time_offsets = false;
   int max_alternatives = 1;
 };
@@ -35,9 +35,9 @@ absl::StatusOr<ParsedConfig> ParseRecognitionConfig(const asr::v1::RecognitionCo
 
 // Writes `result`'s n-best (at most config.max_alternatives, words only when
 // asked for) into `alternatives`.
-void FillAlternatives(const decoder::DecodeResult& result, const ParsedConfig& config,
-                      google::protobuf::RepeatedPtrField<asr::v1::SpeechRecognitionAlternative>*
-                          alternatives);
+void FillAlternatives(
+    const decoder::DecodeResult& result, const ParsedConfig& config,
+    google::protobuf::RepeatedPtrField<asr::v1::SpeechRecognitionAlternative>* alternatives);
 
 // One streaming result: alternatives, is_final, stability, result_end_time,
 // segment and audio_processed.

@@ -24,15 +24,15 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   if (absl::Status status = encoder_options.Validate(); !status.ok()) return status;
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<scheduler::ConformerStreamingModel> model,
                         scheduler::ConformerStreamingModel::Load(dir, encoder_options));
-  OASR_ASSIGN_OR_RETURN(decoder::SymbolTable units,
-                        decoder::SymbolTable::Load(dir + "/units.txt"));
+  OASR_ASSIGN_OR_RETURN(decoder::SymbolTable units, decoder::SymbolTable::Load(dir + "/units.txt"));
   OASR_ASSIGN_OR_RETURN(
       std::unique_ptr<decoder::CtcDecoder> ctc,
       decoder::CtcDecoder::Create(options.engine.decoder,
                                   std::make_shared<const decoder::SymbolTable>(std::move(units))));
   const scheduler::ModelGeometry geometry = model->geometry();
-  OASR_ASSIGN_OR_RETURN(std::unique_ptr<scheduler::Engine> engine,
-                        scheduler::Engine::Create(options.engine, std::move(model), std::move(ctc)));
+  OASR_ASSIGN_OR_RETURN(
+      std::unique_ptr<scheduler::Engine> engine,
+      scheduler::Engine::Create(options.engine, std::move(model), std::move(ctc)));
 
   auto served = std::unique_ptr<ServedModel>(new ServedModel());
   served->engine_ = std::move(engine);

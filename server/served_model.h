@@ -14,11 +14,11 @@
 namespace oasr::server {
 
 struct ServedModelOptions {
-  std::string model_dir;             // Model directory (docs/model-format.md).
-  std::string name;                  // Name clients pass as `model`; empty: the directory's name.
+  std::string model_dir;  // Model directory (docs/model-format.md).
+  std::string name;       // Name clients pass as `model`; empty: the directory's name.
   std::string language_code = "en-US";
-  int num_threads = 1;               // Encoder threads per cohort forward.
-  scheduler::EngineConfig engine;    // Slots, waiting queue, buffers, decoder.
+  int num_threads = 1;             // Encoder threads per cohort forward.
+  scheduler::EngineConfig engine;  // Slots, waiting queue, buffers, decoder.
 };
 
 // Immutable after Load except for the engine, which is thread-safe.

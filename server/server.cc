@@ -185,9 +185,9 @@ void Server::Shutdown() {
   SetHealth(grpc_server_.get(), false);
   spdlog::info("shutting down: NOT_SERVING, {:.1f} s grace for {} open streams",
                options_.shutdown_grace_seconds, context_.metrics.streaming_calls_active.load());
-  WaitForCallsUntil(std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(
-                        static_cast<int64_t>(options_.shutdown_grace_seconds * 1000)));
+  WaitForCallsUntil(
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000)));
   if (model_ != nullptr) {
     const int64_t left = context_.metrics.streaming_calls_active.load() +
                          context_.metrics.recognize_calls_active.load();

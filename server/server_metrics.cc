@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/version.h"
 #include "common/device.h"
+#include "common/version.h"
 #include "server/grpc_status.h"
 
 namespace oasr::server {
@@ -55,8 +55,8 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
   Header(out, "oasr_kv_pool_blocks_total", "gauge", "K/V cache pool blocks.");
   Sample(out, "oasr_kv_pool_blocks_total", e.pool_blocks_total.load());
   Header(out, "oasr_audio_seconds_processed_total", "counter", "Audio decoded, all streams.");
-  absl::StrAppend(out, "oasr_audio_seconds_processed_total ",
-                  e.audio_ms_processed.load() / 1000.0, "\n");
+  absl::StrAppend(out, "oasr_audio_seconds_processed_total ", e.audio_ms_processed.load() / 1000.0,
+                  "\n");
   Header(out, "oasr_chunks_processed_total", "counter", "Chunks decoded, all streams.");
   Sample(out, "oasr_chunks_processed_total", e.chunks_processed.load());
   RenderHistogram(out, "oasr_chunk_latency_seconds",
@@ -104,10 +104,9 @@ std::string RenderPrometheus(const MetricsSnapshotInput& input) {
   Header(&out, "oasr_grpc_recognize_open", "gauge", "Recognize calls in progress.");
   Sample(&out, "oasr_grpc_recognize_open", s.recognize_calls_active.load());
   Header(&out, "oasr_grpc_calls_total", "counter", "Recognition calls started, by method.");
-  absl::StrAppend(&out, "oasr_grpc_calls_total{method=\"StreamingRecognize\"} ",
-                  s.streaming_calls_total.load(), "\n",
-                  "oasr_grpc_calls_total{method=\"Recognize\"} ", s.recognize_calls_total.load(),
-                  "\n");
+  absl::StrAppend(
+      &out, "oasr_grpc_calls_total{method=\"StreamingRecognize\"} ", s.streaming_calls_total.load(),
+      "\n", "oasr_grpc_calls_total{method=\"Recognize\"} ", s.recognize_calls_total.load(), "\n");
   Header(&out, "oasr_errors_total", "counter", "Recognition calls that failed, by gRPC code.");
   for (size_t code = 1; code < s.errors.size(); ++code) {
     absl::StrAppend(&out, "oasr_errors_total{code=\"", GrpcCodeName(static_cast<int>(code)), "\"} ",

@@ -33,8 +33,8 @@ struct ServerMetrics {
 
 // What one scrape shows beyond the counters.
 struct MetricsSnapshotInput {
-  const ServerMetrics* server = nullptr;            // Required.
-  const scheduler::EngineStats* engine = nullptr;   // Null while no model is served.
+  const ServerMetrics* server = nullptr;           // Required.
+  const scheduler::EngineStats* engine = nullptr;  // Null while no model is served.
   std::string model_name;
   std::string model_dir;
   std::string device;

@@ -25,16 +25,16 @@ absl::Status ServerOptions::Validate() const {
         "shutdown_grace_seconds: ", shutdown_grace_seconds, " is negative (minimum 0)"));
   }
   if (max_active_streams < 1 || max_active_streams > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_active_streams: ", max_active_streams, " is outside [1, 4096]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_active_streams: ", max_active_streams, " is outside [1, 4096]"));
   }
   if (max_waiting_streams < 0 || max_waiting_streams > 1000000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_waiting_streams: ", max_waiting_streams, " is outside [0, 1000000]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_waiting_streams: ", max_waiting_streams, " is outside [0, 1000000]"));
   }
   if (!(max_buffered_audio_seconds > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("max_buffered_audio_seconds: ",
-                                                   max_buffered_audio_seconds, " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_buffered_audio_seconds: ", max_buffered_audio_seconds, " must be > 0"));
   }
   if (num_threads < 1 || num_threads > 256) {
     return absl::InvalidArgumentError(
@@ -49,10 +49,10 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("max_message_bytes: ", max_message_bytes, " is below 1024"));
   }
   if (keepalive_time_seconds < 1 || keepalive_timeout_seconds < 1 || min_client_ping_seconds < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "keepalive_time_seconds, keepalive_timeout_seconds, min_client_ping_seconds: ",
-        keepalive_time_seconds, ", ", keepalive_timeout_seconds, ", ", min_client_ping_seconds,
-        " (each must be at least 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("keepalive_time_seconds, keepalive_timeout_seconds, min_client_ping_seconds: ",
+                     keepalive_time_seconds, ", ", keepalive_timeout_seconds, ", ",
+                     min_client_ping_seconds, " (each must be at least 1)"));
   }
   if (device != "auto") {
     absl::StatusOr<Device> parsed = ParseDevice(device);

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <mutex>
 
-#include "server/server_metrics.h"
 #include "server/served_model.h"
+#include "server/server_metrics.h"
 
 namespace oasr::server {
 

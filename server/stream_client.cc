@@ -67,8 +67,8 @@ StreamOutcome RunStream(asr::v1::Speech::Stub& stub, const std::vector<int16_t>&
   const Clock::time_point start = Clock::now();
   for (size_t at = 0, n = 0; open && at < samples.size(); at += step, ++n) {
     if (options.realtime) {
-      std::this_thread::sleep_until(start + std::chrono::microseconds(
-                                                static_cast<int64_t>(n * step * 1e6 / rate)));
+      std::this_thread::sleep_until(
+          start + std::chrono::microseconds(static_cast<int64_t>(n * step * 1e6 / rate)));
     }
     const size_t count = std::min(step, samples.size() - at);
     request.set_audio_content(reinterpret_cast<const char*>(samples.data() + at), count * 2);

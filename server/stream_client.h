@@ -16,9 +16,9 @@ namespace oasr::server {
 
 struct StreamClientOptions {
   asr::v1::StreamingRecognitionConfig config;  // Sent first; sample rate must match the audio.
-  int chunk_ms = 100;         // Audio per message.
-  bool realtime = true;       // Pace the messages at the audio's rate.
-  double timeout_s = 300.0;   // Deadline of the whole call.
+  int chunk_ms = 100;                          // Audio per message.
+  bool realtime = true;                        // Pace the messages at the audio's rate.
+  double timeout_s = 300.0;                    // Deadline of the whole call.
   // Called for every response as it arrives (on the reader thread).
   std::function<void(const asr::v1::StreamingRecognizeResponse&)> on_response;
 };
@@ -27,7 +27,7 @@ struct StreamOutcome {
   grpc::Status status;
   std::vector<std::string> finals;  // Best transcript of each final result.
   int interim_results = 0;
-  std::string finish_reason;        // From the last result.
+  std::string finish_reason;  // From the last result.
   // Per response: receive time minus the send time of the message that
   // completed the audio it covers (audio_processed), in ms.
   std::vector<double> chunk_latency_ms;

@@ -87,9 +87,9 @@ void StreamingCall::HandleConfigLocked() {
     return;
   }
   stream_ = std::move(*opened);
-  spdlog::debug("stream {}: opened from {} ({} Hz, interim {}, single utterance {})",
-                stream_->id(), call_context_->peer(), config_.request.sample_rate,
-                config_.request.interim_results, config_.request.decode.single_utterance);
+  spdlog::debug("stream {}: opened from {} ({} Hz, interim {}, single utterance {})", stream_->id(),
+                call_context_->peer(), config_.request.sample_rate, config_.request.interim_results,
+                config_.request.decode.single_utterance);
   // Events that arrived before stream_ was set.
   PumpLocked();
 }

@@ -21,9 +21,8 @@ namespace oasr::server {
 // beyond it (work goes to the engine's command queue). At most one read and
 // one write are in flight; reading pauses while max_pending_responses
 // responses wait for the client, so a slow reader cannot grow memory.
-class StreamingCall final
-    : public grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest,
-                                     asr::v1::StreamingRecognizeResponse> {
+class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest,
+                                                           asr::v1::StreamingRecognizeResponse> {
  public:
   // `context` must outlive the call (the Server guarantees it).
   StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context);
@@ -61,10 +60,10 @@ class StreamingCall final
   std::vector<int16_t> samples_;  // Scratch for decoded audio.
   grpc::Status final_status_;
   bool reading_ = false;
-  bool client_done_ = false;     // The client half-closed (or the call broke).
-  bool engine_done_ = false;     // The stream's last event arrived.
+  bool client_done_ = false;  // The client half-closed (or the call broke).
+  bool engine_done_ = false;  // The stream's last event arrived.
   bool writing_ = false;
-  bool finished_ = false;        // Finish or StartWriteAndFinish was called.
+  bool finished_ = false;  // Finish or StartWriteAndFinish was called.
 };
 
 }  // namespace oasr::server

@@ -52,8 +52,8 @@ std::vector<int16_t> MakeAudio(uint32_t seed, double seconds, int rate) {
   for (size_t i = 0; i < out.size(); ++i) {
     const double t = static_cast<double>(i) / rate;
     const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 0.9 * t);
-    const double x = 6000 * env * (std::sin(2 * M_PI * f1 * t) + 0.5 * std::sin(2 * M_PI * f2 * t)) +
-                     noise(rng);
+    const double x =
+        6000 * env * (std::sin(2 * M_PI * f1 * t) + 0.5 * std::sin(2 * M_PI * f2 * t)) + noise(rng);
     out[i] = static_cast<int16_t>(std::clamp(x, -32768.0, 32767.0));
   }
   return out;
@@ -164,9 +164,9 @@ class RecognitionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new testing::ServerProcess();
-    ASSERT_TRUE(server_->Start(OASR_SERVER_BINARY,
-                               {"--model-dir", kModelDir, "--model-name", "small", "--log-level",
-                                "debug", "--shutdown-grace", "1"}))
+    ASSERT_TRUE(
+        server_->Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--model-name", "small",
+                                            "--log-level", "debug", "--shutdown-grace", "1"}))
         << server_->error();
   }
   static void TearDownTestSuite() {
@@ -200,9 +200,9 @@ TEST_F(RecognitionTest, TranscriptMatchesTheEngineThroughCppAndPythonClients) {
 
   const std::string wav = WriteTemp("roundtrip.wav", server::EncodeWav(audio, 16000));
   // The oasr-client binary, one JSON response per line.
-  auto [code, out] = testing::RunCommand("timeout 120 " + std::string(OASR_CLIENT_BINARY) + " --server " +
-                                server_->grpc_target() + " stream --fast --no-interim --json " +
-                                wav);
+  auto [code, out] =
+      testing::RunCommand("timeout 120 " + std::string(OASR_CLIENT_BINARY) + " --server " +
+                          server_->grpc_target() + " stream --fast --no-interim --json " + wav);
   ASSERT_EQ(code, 0) << out;
   std::vector<std::string> client_finals;
   std::istringstream lines(out);
@@ -261,7 +261,8 @@ TEST_F(RecognitionTest, ResampledAndG711AudioMatchTheEngine) {
   StreamingRecognizeResponse response;
   while (call->Read(&response)) {
     for (const auto& r : response.results()) {
-      if (r.is_final() && r.alternatives_size() > 0) finals.push_back(r.alternatives(0).transcript());
+      if (r.is_final() && r.alternatives_size() > 0)
+        finals.push_back(r.alternatives(0).transcript());
     }
   }
   ASSERT_TRUE(call->Finish().ok());
@@ -270,7 +271,8 @@ TEST_F(RecognitionTest, ResampledAndG711AudioMatchTheEngine) {
 
 TEST_F(RecognitionTest, InterimThenFinalWithWordOffsets) {
   const std::vector<int16_t> audio = MakeAudio(5, 4.0, 16000);
-  server::StreamOutcome got = Stream(*stub_, audio, Config(16000, /*interim=*/true, /*words=*/true));
+  server::StreamOutcome got =
+      Stream(*stub_, audio, Config(16000, /*interim=*/true, /*words=*/true));
   ASSERT_TRUE(got.status.ok()) << got.status.error_message();
   ASSERT_FALSE(got.responses.empty());
   int interim_before_first_final = 0;
@@ -331,21 +333,39 @@ TEST_F(RecognitionTest, BadRequestsAreInvalidArgumentNamingTheField) {
   odd.set_audio_content(std::string(321, '\0'));
   const auto ok = config_msg([](auto*) {});
   std::vector<BadCall> calls = {
-      {"unknown model", {config_msg([](auto* c) { c->mutable_config()->set_model("nope"); })}, "model: 'nope'"},
-      {"rate too low", {config_msg([](auto* c) { c->mutable_config()->set_sample_rate_hertz(4000); })}, "sample_rate_hertz: 4000"},
-      {"rate too high", {config_msg([](auto* c) { c->mutable_config()->set_sample_rate_hertz(96000); })}, "sample_rate_hertz: 96000"},
-      {"stereo", {config_msg([](auto* c) { c->mutable_config()->set_audio_channel_count(2); })}, "audio_channel_count: 2"},
-      {"language", {config_msg([](auto* c) { c->mutable_config()->set_language_code("xx-YY"); })}, "language_code: 'xx-YY'"},
-      {"alternatives", {config_msg([](auto* c) { c->mutable_config()->set_max_alternatives(5000); })}, "max_alternatives: 5000"},
-      {"wav in a stream", {config_msg([](auto* c) { c->mutable_config()->set_encoding(asr::v1::WAV); })}, "encoding: WAV"},
-      {"negative boost", {config_msg([](auto* c) {
+      {"unknown model",
+       {config_msg([](auto* c) { c->mutable_config()->set_model("nope"); })},
+       "model: 'nope'"},
+      {"rate too low",
+       {config_msg([](auto* c) { c->mutable_config()->set_sample_rate_hertz(4000); })},
+       "sample_rate_hertz: 4000"},
+      {"rate too high",
+       {config_msg([](auto* c) { c->mutable_config()->set_sample_rate_hertz(96000); })},
+       "sample_rate_hertz: 96000"},
+      {"stereo",
+       {config_msg([](auto* c) { c->mutable_config()->set_audio_channel_count(2); })},
+       "audio_channel_count: 2"},
+      {"language",
+       {config_msg([](auto* c) { c->mutable_config()->set_language_code("xx-YY"); })},
+       "language_code: 'xx-YY'"},
+      {"alternatives",
+       {config_msg([](auto* c) { c->mutable_config()->set_max_alternatives(5000); })},
+       "max_alternatives: 5000"},
+      {"wav in a stream",
+       {config_msg([](auto* c) { c->mutable_config()->set_encoding(asr::v1::WAV); })},
+       "encoding: WAV"},
+      {"negative boost",
+       {config_msg([](auto* c) {
          auto* ctx = c->mutable_config()->add_speech_contexts();
          ctx->add_phrases("t3");
          ctx->set_boost(-1);
-       })}, "speech_contexts[0].boost"},
-      {"endpoint threshold", {config_msg([](auto* c) {
+       })},
+       "speech_contexts[0].boost"},
+      {"endpoint threshold",
+       {config_msg([](auto* c) {
          c->mutable_config()->mutable_endpointing_config()->set_stop_threshold(1.5f);
-       })}, "endpointing_config.stop_threshold"},
+       })},
+       "endpointing_config.stop_threshold"},
       {"odd byte count", {ok, audio, odd}, "audio_content: 321 bytes"},
       {"audio before config", {audio}, "streaming_config: the first message"},
       {"second config", {ok, audio, ok}, "streaming_config: sent again"},
@@ -460,9 +480,9 @@ TEST_F(RecognitionTest, MetricsAreValidPrometheusTextWithTheEngineFigures) {
 
 TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmittedStreamsGoOn) {
   testing::ServerProcess server;
-  ASSERT_TRUE(server.Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--max-active-streams",
-                                                "1", "--max-waiting-streams", "0",
-                                                "--max-message-bytes", "65536"}))
+  ASSERT_TRUE(server.Start(OASR_SERVER_BINARY,
+                           {"--model-dir", kModelDir, "--max-active-streams", "1",
+                            "--max-waiting-streams", "0", "--max-message-bytes", "65536"}))
       << server.error();
   auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
   auto stub = asr::v1::Speech::NewStub(channel);
@@ -523,8 +543,8 @@ TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmitted
 
 TEST(RecognitionShutdownTest, SigtermEndsOpenStreamsCancelledWithUnavailableAndExitsZero) {
   testing::ServerProcess server;
-  ASSERT_TRUE(server.Start(OASR_SERVER_BINARY,
-                           {"--model-dir", kModelDir, "--shutdown-grace", "1.5"}))
+  ASSERT_TRUE(
+      server.Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--shutdown-grace", "1.5"}))
       << server.error();
   auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
   auto stub = asr::v1::Speech::NewStub(channel);
@@ -533,7 +553,8 @@ TEST(RecognitionShutdownTest, SigtermEndsOpenStreamsCancelledWithUnavailableAndE
 
   struct Open {
     grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<StreamingRecognizeRequest, StreamingRecognizeResponse>> call;
+    std::unique_ptr<grpc::ClientReaderWriter<StreamingRecognizeRequest, StreamingRecognizeResponse>>
+        call;
   };
   std::vector<std::unique_ptr<Open>> open;
   for (int i = 0; i < 2; ++i) {

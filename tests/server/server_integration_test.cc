@@ -105,13 +105,12 @@ TEST_F(ServerIntegrationTest, ServesHealthInfoReflectionMetricsAndExitsCleanlyOn
 
   // The client binary.
   {
-    auto [code, out] = testing::RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) + " --server " +
-                                  server_.grpc_target() + " info");
+    auto [code, out] = testing::RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) +
+                                           " --server " + server_.grpc_target() + " info");
     EXPECT_EQ(code, 0);
-    EXPECT_NE(out.find("\"version\": \"" + std::string(kVersion) + "\""), std::string::npos)
-        << out;
-    auto [hcode, hout] = testing::RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) + " --server " +
-                                    server_.grpc_target() + " health");
+    EXPECT_NE(out.find("\"version\": \"" + std::string(kVersion) + "\""), std::string::npos) << out;
+    auto [hcode, hout] = testing::RunCommand("timeout 30 " + std::string(OASR_CLIENT_BINARY) +
+                                             " --server " + server_.grpc_target() + " health");
     EXPECT_EQ(hcode, 0);
     EXPECT_EQ(hout, "SERVING\n");
   }
@@ -146,8 +145,8 @@ TEST(ServerStartTest, PortInUseIsReportedAndExits) {
   testing::ServerProcess first;
   ASSERT_TRUE(first.Start(OASR_SERVER_BINARY, {})) << first.error();
   auto [code, out] = testing::RunCommand("timeout 30 " + std::string(OASR_SERVER_BINARY) +
-                                " --address 127.0.0.1 --metrics-port -1 --port " +
-                                std::to_string(first.grpc_port()) + " 2>&1");
+                                         " --address 127.0.0.1 --metrics-port -1 --port " +
+                                         std::to_string(first.grpc_port()) + " 2>&1");
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("cannot serve gRPC on 127.0.0.1:" + std::to_string(first.grpc_port())),
             std::string::npos)

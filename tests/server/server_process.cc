@@ -39,9 +39,8 @@ bool ServerProcess::Start(const std::string& binary, const std::vector<std::stri
   log_path_ = dir_ + "/server.log";
   const std::string port_file = dir_ + "/ports.json";
 
-  std::vector<std::string> args = {binary,         "--address",      "127.0.0.1",
-                                   "--port",       "0",              "--metrics-port",
-                                   "0",            "--port-file",    port_file};
+  std::vector<std::string> args = {binary,           "--address", "127.0.0.1",   "--port", "0",
+                                   "--metrics-port", "0",         "--port-file", port_file};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
