@@ -57,9 +57,10 @@ struct PagedKvCacheView {
 // point only at the pool's scratch block, at the cache length every stream
 // starts with, for padding a cohort to a fixed width.
 //
-// Nothing here allocates on the heap after AllocateStream, and the steady
-// state loop (PrepareChunksBatched, UpdateDeviceMirror, views, CommitChunkPaged)
-// touches the device only through the mirror's one staged copy.
+// The steady-state loop (PrepareChunksBatched, PadCohort, UpdateDeviceMirror,
+// the views and queries, CommitChunkPaged) never allocates on the heap and
+// touches the device only through the mirror's one staged copy; admission
+// and the dense path's GetStackedCache may allocate.
 //
 // Thread-safety: none; the engine's scheduler thread only (the pool it draws
 // from is thread-safe). The pool must outlive the manager.
