@@ -83,10 +83,6 @@ BlockTableMirror::~BlockTableMirror() {
 #endif
 }
 
-int64_t BlockTableMirror::numel() const {
-  return int64_t{cohort_capacity_} + rows_ + int64_t{rows_} * width_;
-}
-
 int32_t* BlockTableMirror::MutableRow(int row) {
   OASR_DCHECK(row >= 0 && row < rows_);
   dirty_rows_end_ = std::max(dirty_rows_end_, row + 1);

@@ -86,7 +86,6 @@ class BlockTableMirror {
 
  private:
   BlockTableMirror(int rows, int width, int cohort_capacity, Tensor host, Tensor device);
-  int64_t numel() const;
   TensorView Region(const Tensor& buffer, int64_t offset, const Shape& shape) const;
 
   const int rows_;
