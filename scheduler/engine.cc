@@ -16,6 +16,21 @@ namespace {
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// Adds the nanoseconds since `start` to `counter` when destroyed.
+class ScopedNanos {
+ public:
+  explicit ScopedNanos(std::atomic<int64_t>& counter) : counter_(counter), start_(Clock::now()) {}
+  ~ScopedNanos() {
+    counter_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_)
+                           .count(),
+                       std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t>& counter_;
+  Clock::time_point start_;
+};
 }  // namespace
 
 absl::Status EngineConfig::Validate() const {
@@ -174,6 +189,7 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
   command.type = Command::Type::kOpen;
   command.shared = shared;
   command.request = request;
+  int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("the engine is shutting down");
@@ -185,11 +201,11 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
           " decoding + ", config_.max_waiting, " waiting); retry later"));
     }
     ++open_streams_;
-    command.stream_id = next_id_++;
+    id = next_id_++;
+    command.stream_id = id;
     commands_.push_back(std::move(command));
   }
   cv_.notify_one();
-  const int64_t id = next_id_ - 1;
   return std::unique_ptr<EngineStream>(
       new EngineStream(this, id, request.sample_rate, std::move(shared)));
 }
@@ -281,6 +297,7 @@ void Engine::Loop() {
 
 bool Engine::Tick(std::vector<Command>& commands) {
   AssertSchedulerThread();
+  ScopedNanos timer(stats_.tick_ns);
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
   for (Command& command : commands) Handle(command);
   Admit();
@@ -317,6 +334,7 @@ void Engine::Handle(Command& command) {
   switch (command.type) {
     case Command::Type::kAudio: {
       if (s.input_finished) return;
+      ScopedNanos timer(stats_.frontend_ns);
       absl::Status status = s.frontend->AcceptPcm16(command.audio.data(),
                                                     static_cast<int64_t>(command.audio.size()));
       if (!status.ok()) {
@@ -357,12 +375,16 @@ void Engine::Admit() {
     return a->frontend->NumFramesReady() > b->frontend->NumFramesReady();
   });
   cache::CacheManagers managers{slots_.get(), attention_.get(), cnn_.get(), nullptr, ctc_.get()};
+  admission_blocked_ = false;
   while (!waiting_.empty() && slots_->num_free() > 0) {
     Stream& s = *waiting_.front();
     absl::StatusOr<cache::StreamContext> context =
         cache::StreamContext::Allocate(s.id, managers, /*gpu_stream=*/nullptr);
     if (!context.ok()) {
-      if (context.status().code() == absl::StatusCode::kResourceExhausted) break;
+      if (context.status().code() == absl::StatusCode::kResourceExhausted) {
+        admission_blocked_ = true;  // Retried when a stream finishes.
+        break;
+      }
       waiting_.pop_front();
       Finish(s, FinishReason::kError, context.status());
       continue;
@@ -395,7 +417,7 @@ bool Engine::HasReadyWork() const {
   for (const Stream* s : active_) {
     if (ChunkReady(*s) || Drained(*s)) return true;
   }
-  return !waiting_.empty() && slots_->num_free() > 0;
+  return !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
 }
 
 void Engine::RunCohort() {
@@ -460,7 +482,11 @@ void Engine::RunCohort() {
   }
   stats_.batch_size.Observe(static_cast<double>(rows_.size()));
 
-  absl::Status forward = model_->ForwardCohort(rows_, log_probs_.data());
+  absl::Status forward;
+  {
+    ScopedNanos timer(stats_.model_ns);
+    forward = model_->ForwardCohort(rows_, log_probs_.data());
+  }
   if (!forward.ok()) {
     spdlog::error("cohort forward of {} streams failed: {}", rows_.size(), forward.ToString());
     for (Stream* s : row_streams_) Finish(*s, FinishReason::kError, forward);
@@ -478,6 +504,7 @@ void Engine::RunCohort() {
     absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
     absl::Status decoded = committed.ok() ? handle.status() : committed;
     if (decoded.ok()) {
+      ScopedNanos timer(stats_.decode_ns);
       TensorView chunk(const_cast<float*>(lp), DType::kFloat32, Shape{out, vocab}, Device::Cpu());
       decoded = handle->DecodeChunk(chunk);
     }
@@ -560,6 +587,7 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     if (it != waiting_.end()) waiting_.erase(it);
   }
   stats_.finished[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  admission_blocked_ = false;  // Its blocks and slot are free again.
   s.shared->ended = true;
   s.shared->outbox.Push(std::move(event));
   {

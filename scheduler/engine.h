@@ -164,6 +164,7 @@ class Engine {
   std::unordered_map<int64_t, std::unique_ptr<Stream>> streams_;
   std::deque<Stream*> waiting_;
   std::vector<Stream*> active_;
+  bool admission_blocked_ = false;  // The pool refused the last admission.
   std::vector<CohortRow> rows_;        // Scratch, reused every tick.
   std::vector<Stream*> row_streams_;   // Scratch.
   std::vector<int64_t> row_ids_;       // Scratch.

@@ -46,6 +46,13 @@ struct EngineStats {
   std::atomic<int64_t> chunks_processed{0};
   std::atomic<int64_t> ticks{0};
   std::array<std::atomic<int64_t>, 5> finished{};  // By FinishReason.
+  // Where the scheduler thread's time goes, in nanoseconds: whole ticks, and
+  // within them the front end (resampling, fbank), the model forward and
+  // the decoder. The rest of a tick is the scheduler's own overhead.
+  std::atomic<int64_t> tick_ns{0};
+  std::atomic<int64_t> frontend_ns{0};
+  std::atomic<int64_t> model_ns{0};
+  std::atomic<int64_t> decode_ns{0};
 
   Histogram chunk_latency_s;  // Audio that completed a chunk arrived -> its result out.
   Histogram queue_time_s;     // OpenStream -> admitted.

@@ -13,7 +13,9 @@ packages=(
   # Tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-yaml python3-grpcio python3-grpc-tools python3-protobuf
-  python3-torch python3-torchaudio
+  python3-torch python3-torchaudio python3-sentencepiece
+  # Speech synthesizers: the training pipeline's smoke test and the fbank test
+  espeak-ng flite festival festvox-kallpc16k
   # Formatting
   clang-format
 )

@@ -1,0 +1,233 @@
+// oasr-bench-scheduler
+//
+// 1. Scheduler overhead: 1,000 and 10,000 streams through the engine with a
+//    no-op model (constant blank-heavy log-probs) and greedy decoding over 8
+//    units. The engine's own clocks split its thread's time into front end,
+//    model, decoder and the rest; "the rest" per stream per tick is the
+//    scheduler's overhead (goal: under 1 us).
+// 2. Real time: N streams, each sending 100 ms of audio every 100 ms, through
+//    the CPU engine with the published geometry (12 x 256 x 2048, V = 5002,
+//    640 ms chunks; a random model written by bench/encoder_torch.py), for
+//    increasing N; prints chunk latency and whether the engine kept up.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "decoder/symbol_table.h"
+#include "scheduler/conformer_streaming_model.h"
+#include "scheduler/engine.h"
+
+namespace oasr::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class NoopModel final : public StreamingModel {
+ public:
+  NoopModel() {
+    geometry_.chunk_size = 16;
+    geometry_.vocab_size = 8;
+  }
+  const ModelGeometry& geometry() const override { return geometry_; }
+  cache::CacheConfig BaseCacheConfig() const override {
+    cache::CacheConfig c;
+    c.num_layers = 1;
+    c.n_kv_head = 1;
+    c.head_dim = 4;
+    c.hidden_dim = 4;
+    c.kernel_size = 2;
+    c.dtype = DType::kFloat32;
+    return c;
+  }
+  absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> CreateFrontEnd(
+      int sample_rate) const override {
+    return encoder::FeaturePipeline::Create({sample_rate}, nullptr);
+  }
+  absl::Status ForwardCohort(std::span<const CohortRow> rows, float* log_probs) override {
+    int64_t m = 0;
+    for (const CohortRow& row : rows) m += row.out_frames;
+    for (int64_t i = 0; i < m; ++i) {
+      float* r = log_probs + i * geometry_.vocab_size;
+      r[0] = -0.01f;
+      for (int v = 1; v < geometry_.vocab_size; ++v) r[v] = -7.0f;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ModelGeometry geometry_;
+};
+
+std::vector<int16_t> Audio(double seconds, int rate, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> noise(0, 2000);
+  std::vector<int16_t> out(static_cast<size_t>(seconds * rate));
+  for (auto& s : out) s = static_cast<int16_t>(std::clamp(noise(rng), -32768.0, 32767.0));
+  return out;
+}
+
+std::unique_ptr<decoder::CtcDecoder> Decoder(std::vector<std::string> units,
+                                             decoder::SearchMethod method) {
+  decoder::CtcDecoderConfig config;
+  config.method = method;
+  auto table = decoder::SymbolTable::FromUnits(std::move(units));
+  auto dec = decoder::CtcDecoder::Create(
+      config, std::make_shared<const decoder::SymbolTable>(std::move(*table)));
+  if (!dec.ok()) {
+    std::fprintf(stderr, "decoder: %s\n", dec.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(*dec);
+}
+
+void Overhead(int streams) {
+  EngineConfig config;
+  config.max_batch_size = streams;
+  config.max_waiting = 0;
+  config.decoder.method = decoder::SearchMethod::kGreedy;
+  auto engine = Engine::Create(
+      config, std::make_unique<NoopModel>(),
+      Decoder({"<blank>", "<unk>", "▁a", "▁b", "c", "d", "e", "<sos/eos>"},
+              decoder::SearchMethod::kGreedy));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
+    std::exit(1);
+  }
+  // Steady state only: every stream is admitted and has decoded its first
+  // chunk before the clocks are read, so opening and finishing streams (a
+  // one-off cost per stream) stays out of the per-tick figure.
+  const int rate = 8000;  // Keeps the front end's share small.
+  const std::vector<int16_t> audio = Audio(0.64 * 4 + 0.1, rate, 1);
+  const size_t first = static_cast<size_t>(0.64 * rate + 0.1 * rate);
+  std::vector<std::unique_ptr<EngineStream>> handles;
+  for (int i = 0; i < streams; ++i) {
+    StreamRequest request;
+    request.sample_rate = rate;
+    request.interim_results = false;
+    handles.push_back(std::move(*(*engine)->OpenStream(request)));
+    (void)handles.back()->PushAudio({audio.data(), first});
+  }
+  const EngineStats& s = (*engine)->stats();
+  auto wait_chunks = [&](int64_t n) {
+    while (s.chunks_processed.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  wait_chunks(streams);
+  const int64_t t0 = s.tick_ns, f0 = s.frontend_ns, m0 = s.model_ns, d0 = s.decode_ns,
+                k0 = s.ticks, c0 = s.chunks_processed;
+  for (auto& h : handles) (void)h->PushAudio({audio.data() + first, audio.size() - first});
+  wait_chunks(4LL * streams);
+  const double chunks = static_cast<double>(s.chunks_processed - c0);
+  const double tick = static_cast<double>(s.tick_ns - t0), fe = static_cast<double>(s.frontend_ns - f0),
+               model = static_cast<double>(s.model_ns - m0), dec = static_cast<double>(s.decode_ns - d0);
+  std::printf("%8d streams  %5lld ticks  %7.0f stream-chunks  front end %7.2f us  model %6.2f us  "
+              "decode %6.2f us  scheduler %6.3f us  (per stream per tick)\n",
+              streams, static_cast<long long>(s.ticks - k0), chunks, fe / chunks / 1e3,
+              model / chunks / 1e3, dec / chunks / 1e3, (tick - fe - model - dec) / chunks / 1e3);
+  for (auto& h : handles) (void)h->EndAudio();
+  for (auto& h : handles) {
+    StreamEvent event;
+    while (!h->outbox().finished()) (void)h->outbox().WaitPop(&event, 60);
+  }
+}
+
+std::string EnsureBenchModel() {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "oasr_bench_encoder_model";
+  if (!std::filesystem::exists(dir / "model.safetensors")) {
+    const std::string cmd = std::string("cd ") + OASR_SOURCE_DIR +
+                            " && /usr/bin/python3 -B bench/encoder_torch.py write-model " +
+                            dir.string();
+    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(dir / "model.safetensors")) {
+      return "";
+    }
+  }
+  return dir.string();
+}
+
+// Returns true when the engine kept all streams in real time.
+bool RealTime(const std::string& model_dir, int streams, double seconds, int threads) {
+  encoder::EncoderOptions options;
+  options.num_threads = threads;
+  auto model = ConformerStreamingModel::Load(model_dir, options);
+  auto units = decoder::SymbolTable::Load(model_dir + "/units.txt");
+  if (!model.ok() || !units.ok()) {
+    std::fprintf(stderr, "model: %s\n",
+                 (model.ok() ? units.status() : model.status()).ToString().c_str());
+    std::exit(1);
+  }
+  EngineConfig config;
+  config.max_batch_size = std::max(streams, 1);
+  auto dec = decoder::CtcDecoder::Create(
+      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
+  auto engine = Engine::Create(config, std::move(*model), std::move(*dec));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
+    std::exit(1);
+  }
+  const int rate = 16000;
+  const std::vector<int16_t> audio = Audio(seconds, rate, 2);
+  std::vector<std::unique_ptr<EngineStream>> handles;
+  for (int i = 0; i < streams; ++i) handles.push_back(std::move(*(*engine)->OpenStream({})));
+  const size_t step = rate / 10;
+  const Clock::time_point start = Clock::now();
+  for (size_t sent = 0, k = 0; sent < audio.size(); sent += step, ++k) {
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(100 * k));
+    const size_t n = std::min(step, audio.size() - sent);
+    for (auto& h : handles) (void)h->PushAudio({audio.data() + sent, n});
+  }
+  for (auto& h : handles) (void)h->EndAudio();
+  const Clock::time_point ended = Clock::now();
+  for (auto& h : handles) {
+    StreamEvent event;
+    while (!h->outbox().finished()) (void)h->outbox().WaitPop(&event, 120);
+  }
+  const double tail_s = std::chrono::duration<double>(Clock::now() - ended).count();
+  const Histogram::Snapshot lat = (*engine)->stats().chunk_latency_s.Read();
+  auto quantile = [&](double q) -> double {
+    const double target = q * lat.count;
+    for (size_t i = 0; i < lat.upper_bounds.size(); ++i) {
+      if (lat.cumulative[i] >= target) return lat.upper_bounds[i];
+    }
+    return static_cast<double>(INFINITY);
+  };
+  const double p95 = quantile(0.95);
+  const bool kept_up = p95 <= 0.3 && tail_s < 1.0;
+  std::printf("%4d streams  chunk latency p50 <= %5.3f s  p95 <= %5.3f s  mean %5.3f s  "
+              "final after end %5.2f s  %s\n",
+              streams, quantile(0.5), p95, lat.sum / std::max<uint64_t>(lat.count, 1), tail_s,
+              kept_up ? "kept up" : "FELL BEHIND");
+  return kept_up;
+}
+
+}  // namespace
+}  // namespace oasr::scheduler
+
+int main(int argc, char** argv) {
+  using namespace oasr::scheduler;
+  std::printf("== scheduler overhead, no-op model, greedy decoding over 8 units\n");
+  Overhead(1000);
+  Overhead(10000);
+
+  const int threads = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
+  const std::string model_dir = EnsureBenchModel();
+  if (model_dir.empty()) {
+    std::printf("== real-time streams: skipped (no model: /usr/bin/python3 with torch is needed)\n");
+    return 0;
+  }
+  std::printf("== real-time streams, 12 x 256 x 2048, V = 5002, 640 ms chunks, beam 10, %d threads\n",
+              threads);
+  int best = 0;
+  for (int n : {1, 2, 4, 6, 8, 12, 16, 24, 32}) {
+    if (!RealTime(model_dir, n, 8.0, threads)) break;
+    best = n;
+  }
+  std::printf("streams kept in real time (p95 chunk latency <= 300 ms): %d\n", best);
+  return 0;
+}
