@@ -83,6 +83,8 @@ struct Engine::Stream {
   std::unique_ptr<encoder::FeaturePipeline> frontend;
   std::optional<cache::StreamContext> context;  // Set while admitted.
   bool admitted = false;
+  size_t active_index = 0;  // Position in active_ while admitted.
+  bool queued = false;      // In ready_: has a chunk (or its end) to process.
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
   bool input_finished = false;
@@ -153,6 +155,8 @@ absl::Status Engine::Init() {
   row_streams_.reserve(cache_config_.max_batch_size);
   row_ids_.reserve(cache_config_.max_batch_size);
   active_.reserve(cache_config_.max_batch_size);
+  ready_.reserve(cache_config_.max_batch_size);
+  ready_now_.reserve(cache_config_.max_batch_size);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
   spdlog::info(
       "engine: {} slots, chunk {} frames, left chunks {}, pool {} blocks ({:.1f} MiB), "
@@ -343,6 +347,7 @@ void Engine::Handle(Command& command) {
       }
       s.last_audio = command.time;
       if (!s.ready_since.has_value() && ChunkReady(s)) s.ready_since = command.time;
+      MarkReady(s);
       return;
     }
     case Command::Type::kEnd: {
@@ -350,6 +355,7 @@ void Engine::Handle(Command& command) {
       absl::Status status = s.frontend->InputFinished();
       if (!status.ok()) Finish(s, FinishReason::kError, status);
       if (!s.ready_since.has_value()) s.ready_since = command.time;
+      MarkReady(s);
       return;
     }
     case Command::Type::kCancel:
@@ -395,9 +401,14 @@ void Engine::Admit() {
     absl::Status configured =
         handle.ok() ? decoder_->ConfigureStream(handle->state(), s.request.decode) : handle.status();
     s.admitted = true;
+    s.active_index = active_.size();
     active_.push_back(&s);
     stats_.queue_time_s.Observe(SecondsSince(s.opened));
-    if (!configured.ok()) Finish(s, FinishReason::kError, configured);
+    if (!configured.ok()) {
+      Finish(s, FinishReason::kError, configured);
+      continue;
+    }
+    MarkReady(s);
   }
 }
 
@@ -413,10 +424,15 @@ bool Engine::Drained(const Stream& s) const {
   return s.input_finished && !ChunkReady(s);
 }
 
-bool Engine::HasReadyWork() const {
-  for (const Stream* s : active_) {
-    if (ChunkReady(*s) || Drained(*s)) return true;
+void Engine::MarkReady(Stream& s) {
+  if (s.admitted && !s.queued && (ChunkReady(s) || Drained(s))) {
+    s.queued = true;
+    ready_.push_back(&s);
   }
+}
+
+bool Engine::HasReadyWork() const {
+  if (!ready_.empty()) return true;
   return !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
 }
 
@@ -425,24 +441,26 @@ void Engine::RunCohort() {
   rows_.clear();
   row_streams_.clear();
   row_ids_.clear();
-  // Finish() removes a stream from active_, so `i` only moves past kept ones.
-  for (size_t i = 0; i < active_.size();) {
-    Stream& s = *active_[i];
+  // Only streams with something to do are visited: idle ones cost nothing.
+  // Finish() edits ready_, so this tick works on a swapped-out copy.
+  ready_now_.swap(ready_);
+  for (Stream* sp : ready_now_) sp->queued = false;
+  for (Stream* sp : ready_now_) {
+    Stream& s = *sp;
     if (Drained(s)) {
       Finish(s, FinishReason::kStop);
       continue;
     }
-    if (ChunkReady(s)) {
-      absl::StatusOr<bool> full = s.context->AtCapacity();
-      if (full.ok() && *full) {
-        // The ceiling: the stream ends cleanly with the transcript so far.
-        Finish(s, FinishReason::kLength);
-        continue;
-      }
-      row_streams_.push_back(&s);
+    if (!ChunkReady(s)) continue;
+    absl::StatusOr<bool> full = s.context->AtCapacity();
+    if (full.ok() && *full) {
+      // The ceiling: the stream ends cleanly with the transcript so far.
+      Finish(s, FinishReason::kLength);
+      continue;
     }
-    ++i;
+    row_streams_.push_back(&s);
   }
+  ready_now_.clear();
   if (row_streams_.empty()) return;
 
   for (Stream* s : row_streams_) row_ids_.push_back(s->id);
@@ -466,7 +484,11 @@ void Engine::RunCohort() {
     const int64_t start = s->chunks_done * g.StrideFrames();
     const int64_t frames =
         std::min<int64_t>(g.WindowFrames(g.chunk_size), s->frontend->NumFramesReady() - start);
-    absl::Status got = s->frontend->GetFrames(start, frames, s->window.data());
+    absl::Status got;
+    {
+      ScopedNanos timer(stats_.frontend_ns);
+      got = s->frontend->GetFrames(start, frames, s->window.data());
+    }
     OASR_CHECK(got.ok(), std::string(got.message()));
     s->window_frames = frames;
     CohortRow row;
@@ -515,12 +537,16 @@ void Engine::RunCohort() {
     ++s.chunks_done;
     s.offset += out;
     const int64_t next_start = s.chunks_done * g.StrideFrames();
-    s.frontend->DiscardFramesBefore(next_start);
+    {
+      ScopedNanos timer(stats_.frontend_ns);
+      s.frontend->DiscardFramesBefore(next_start);
+    }
     // Input-rate samples whose frames are now decoded (for the audio bound).
     const int64_t consumed =
         next_start * 160 * s.request.sample_rate / 16000;
     s.shared->samples_consumed.store(std::min(consumed, s.shared->samples_pushed.load()));
     stats_.chunks_processed.fetch_add(1, std::memory_order_relaxed);
+    MarkReady(s);  // Already has the next chunk (a client ahead of real time) or its end.
     stats_.audio_ms_processed.fetch_add(
         static_cast<int64_t>(out * decoder_->config().frame_shift_ms), std::memory_order_relaxed);
     EmitAfterChunk(s);
@@ -531,8 +557,12 @@ void Engine::EmitAfterChunk(Stream& s) {
   absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
   cache::DecoderState& state = handle->state();
   StreamEvent event;
-  event.results = decoder_->TakeFinalResults(state);
-  const decoder::StreamStatus status = decoder_->GetStatus(state);
+  decoder::StreamStatus status;
+  {
+    ScopedNanos timer(stats_.decode_ns);  // Reading results is the decoder's work too.
+    event.results = decoder_->TakeFinalResults(state);
+    status = decoder_->GetStatus(state);
+  }
   event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
   if (s.ready_since.has_value()) {
     stats_.chunk_latency_s.Observe(SecondsSince(*s.ready_since));
@@ -546,7 +576,11 @@ void Engine::EmitAfterChunk(Stream& s) {
   }
   if (!event.results.empty()) s.last_partial.clear();
   if (s.request.interim_results) {
-    decoder::DecodeResult partial = decoder_->PartialResult(state);
+    decoder::DecodeResult partial;
+    {
+      ScopedNanos timer(stats_.decode_ns);
+      partial = decoder_->PartialResult(state);
+    }
     const std::string& text = partial.nbest.empty() ? std::string() : partial.nbest[0].transcript;
     if (text != s.last_partial) {
       s.last_partial = text;
@@ -580,8 +614,13 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     OASR_CHECK(freed.ok(), std::string(freed.message()));
     s.context.reset();
   }
+  if (s.queued) ready_.erase(std::find(ready_.begin(), ready_.end(), &s));
   if (s.admitted) {
-    active_.erase(std::find(active_.begin(), active_.end(), &s));
+    // Swap-remove: active_'s order carries no meaning.
+    Stream* last = active_.back();
+    active_[s.active_index] = last;
+    last->active_index = s.active_index;
+    active_.pop_back();
   } else {
     auto it = std::find(waiting_.begin(), waiting_.end(), &s);
     if (it != waiting_.end()) waiting_.erase(it);

@@ -127,6 +127,9 @@ class Engine {
   void Handle(Command& command);
   void Admit();
   bool HasReadyWork() const;
+  // Queues `s` for the next cohort when it is admitted and has a chunk (or
+  // the end of its audio) to process.
+  void MarkReady(Stream& s);
   void RunCohort();
   void EmitAfterChunk(Stream& s);
   // Ends `s` with `reason`: final results when it ran to an end, the event,
@@ -163,7 +166,9 @@ class Engine {
   // Scheduler-thread state.
   std::unordered_map<int64_t, std::unique_ptr<Stream>> streams_;
   std::deque<Stream*> waiting_;
-  std::vector<Stream*> active_;
+  std::vector<Stream*> active_;       // Admitted (holding a slot).
+  std::vector<Stream*> ready_;        // Admitted with a chunk or an end to process.
+  std::vector<Stream*> ready_now_;    // Scratch: this tick's ready_.
   bool admission_blocked_ = false;  // The pool refused the last admission.
   std::vector<CohortRow> rows_;        // Scratch, reused every tick.
   std::vector<Stream*> row_streams_;   // Scratch.
