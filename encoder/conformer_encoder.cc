@@ -438,4 +438,112 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
   return outputs;
 }
 
+Shape ConformerEncoder::ConvStateShape() const {
+  const ModelConfig& c = config();
+  return Shape{c.num_blocks, c.cnn_module_kernel - 1, c.output_size};
+}
+
+absl::Status ConformerEncoder::ValidatePaged(std::span<const PagedKvLayer> pool,
+                                             const PagedChunkInput& in, int index) const {
+  const ModelConfig& c = config();
+  if (in.feats == nullptr || in.cnn_cache == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("paged chunk input ", index, ": feats and cnn_cache must not be null"));
+  }
+  const int64_t rows = OutputFrames(in.feat_frames);
+  if (rows < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("paged chunk input ", index, ": ",
+                                                   in.feat_frames, " feature frames, need at least ",
+                                                   c.right_context() + 1));
+  }
+  if (in.kv.length < 0 || in.offset < in.kv.length) {
+    return absl::InvalidArgumentError(absl::StrCat("paged chunk input ", index, ": offset ",
+                                                   in.offset, " is below the cache length ",
+                                                   in.kv.length, " (or the length is negative)"));
+  }
+  if (in.kv.block_row == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("paged chunk input ", index, ": block_row must not be null"));
+  }
+  // Every table entry the chunk reads or writes must name a block of the pool;
+  // the layers share the row, so the smallest pool bounds it.
+  const int64_t block_size = pool[0].block_size;
+  int64_t num_blocks = pool[0].num_blocks;
+  for (const PagedKvLayer& layer : pool) num_blocks = std::min(num_blocks, layer.num_blocks);
+  const int64_t used = (in.kv.length + rows + block_size - 1) / block_size;
+  for (int64_t i = 0; i < used; ++i) {
+    const int32_t block = in.kv.block_row[i];
+    if (block < 0 || block >= num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "paged chunk input ", index, ": block_row[", i, "] = ", block, " is outside [0, ",
+          num_blocks, ") (positions up to ", in.kv.length + rows, " need ", used,
+          " reserved blocks)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConformerEncoder::ForwardChunkPaged(std::span<const PagedKvLayer> pool,
+                                                 const PagedChunkInput& input,
+                                                 float* log_probs) const {
+  return ForwardChunksPaged(pool, std::span<const PagedChunkInput>(&input, 1), log_probs);
+}
+
+absl::Status ConformerEncoder::ForwardChunksPaged(std::span<const PagedKvLayer> pool,
+                                                  std::span<const PagedChunkInput> inputs,
+                                                  float* log_probs) const {
+  const ModelConfig& c = config();
+  const int layers = c.num_blocks;
+  const int64_t d = c.output_size;
+  if (inputs.empty()) return absl::OkStatus();
+  if (static_cast<int>(pool.size()) != layers) {
+    return absl::InvalidArgumentError(absl::StrCat("paged pool: ", pool.size(),
+                                                   " layers given, the model has ", layers));
+  }
+  for (int l = 0; l < layers; ++l) {
+    const PagedKvLayer& p = pool[l];
+    if (p.k == nullptr || p.v == nullptr || p.block_size < 1 || p.num_blocks < 1 ||
+        p.block_size != pool[0].block_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "paged pool layer ", l, ": k/v must be non-null with block_size >= 1 (the same in "
+          "every layer, ", pool[0].block_size, ") and num_blocks >= 1; got block_size ",
+          p.block_size, ", num_blocks ", p.num_blocks));
+    }
+  }
+  std::vector<PagedKvHistory> histories;
+  histories.reserve(inputs.size());
+  std::vector<CohortStream> streams(inputs.size());
+  int64_t m = 0;
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const PagedChunkInput& in = inputs[b];
+    OASR_RETURN_IF_ERROR(ValidatePaged(pool, in, static_cast<int>(b)));
+    histories.emplace_back(pool.data(), in.kv, c.attention_heads, c.head_dim());
+    streams[b] = CohortStream{in.feats, in.feat_frames, in.offset, &histories[b], in.cnn_cache,
+                              in.cnn_cache};
+    m += OutputFrames(in.feat_frames);
+  }
+  float* new_kv = Scratch(kNewKv, layers * m * 2 * d);
+  OASR_RETURN_IF_ERROR(ForwardCohort(streams, log_probs, new_kv));
+
+  // New K/V rows go to positions [len, len + rows) of each stream's row.
+  int64_t row = 0;
+  for (const PagedChunkInput& in : inputs) {
+    const int64_t rows = OutputFrames(in.feat_frames);
+    for (int l = 0; l < layers; ++l) {
+      const PagedKvLayer& p = pool[l];
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t pos = in.kv.length + i;
+        const int64_t dst =
+            (static_cast<int64_t>(in.kv.block_row[pos / p.block_size]) * p.block_size +
+             pos % p.block_size) * d;
+        const float* src = new_kv + (static_cast<int64_t>(l) * m + row + i) * 2 * d;
+        std::memcpy(p.k + dst, src, d * sizeof(float));
+        std::memcpy(p.v + dst, src + d, d * sizeof(float));
+      }
+    }
+    row += rows;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace oasr::encoder

@@ -8,10 +8,12 @@
 // history, offset and chunk length, so streams at different offsets with
 // different history lengths share one call and each gets exactly what it
 // would alone. Where the history lives is abstracted (AttentionHistory), so
-// the dense WeNet caches below and a paged block pool use the same code.
+// the dense WeNet caches and a paged block pool (paged_kv_history.h) use the
+// same code.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,6 +21,7 @@
 #include "common/tensor.h"
 #include "encoder/conformer_model.h"
 #include "encoder/packed_linear.h"
+#include "encoder/paged_kv_history.h"
 #include "encoder/rel_pos_attention.h"
 #include "encoder/rel_position_table.h"
 #include "encoder/thread_pool.h"
@@ -63,6 +66,19 @@ struct DenseChunkOutput {
   Tensor cnn_cache;  // [layers, K - 1, d]
 };
 
+// One chunk of one stream whose attention history lives in a paged pool.
+// Non-owning.
+struct PagedChunkInput {
+  const float* feats = nullptr;  // [feat_frames, input_dim] float32 CPU, CMVN applied.
+  int64_t feat_frames = 0;       // >= right_context + 1.
+  int64_t offset = 0;            // Encoder frames before the chunk (>= kv.length).
+  // The stream's block-table row and cache length. The row must already hold
+  // the blocks for positions [kv.length, kv.length + output frames), where the
+  // chunk's new K/V rows are written (the cache manager's Prepare reserves them).
+  PagedKvRow kv;
+  float* cnn_cache = nullptr;  // [layers, K - 1, d]: read, then overwritten in place.
+};
+
 class ConformerEncoder {
  public:
   // One stream's part of a cohort call (all pointers non-owning).
@@ -97,6 +113,30 @@ class ConformerEncoder {
   absl::StatusOr<std::vector<DenseChunkOutput>> ForwardChunks(
       const std::vector<DenseChunkInput>& inputs, int required_cache_size) const;
 
+  // Runs one chunk of one stream over a paged K/V pool: attends to the
+  // stream's retained history read from `pool` (one PagedKvLayer per layer),
+  // writes the chunk's K/V rows into the reserved positions of its row and
+  // its new conv state over input.cnn_cache, and log_probs [c, V]
+  // (caller-owned, c = OutputFrames(feat_frames)). Does not evict or advance
+  // the cache length: that is the cache manager's commit. INVALID_ARGUMENT
+  // naming the input (or the pool layer) that is wrong, before anything is
+  // written. Thread-safe for calls that touch disjoint rows and states.
+  absl::Status ForwardChunkPaged(std::span<const PagedKvLayer> pool, const PagedChunkInput& input,
+                                 float* log_probs) const;
+
+  // The same for a cohort of streams in one call (one batched pass, as
+  // ForwardChunks): log_probs [sum of output frames, V] in input order. Each
+  // stream gets exactly what ForwardChunkPaged gives it alone; streams may
+  // differ in offset, history length and chunk length, and must use distinct
+  // blocks for their new rows.
+  absl::Status ForwardChunksPaged(std::span<const PagedKvLayer> pool,
+                                  std::span<const PagedChunkInput> inputs, float* log_probs) const;
+
+  // The per-stream fixed state the encoder carries between chunks besides its
+  // attention history: the conv module's left context, [layers, K - 1, d]
+  // float32 (the cnn_cache of both entry points), zero for a new stream.
+  Shape ConvStateShape() const;
+
   // The layer maths over a cohort, for callers that keep history elsewhere.
   // Writes log_probs [M, V] and new_kv [layers, M, 2d] (each row: K of all
   // heads, then V; head-major within each) where M is the sum of the
@@ -113,6 +153,8 @@ class ConformerEncoder {
   void Subsample(const float* feats, int64_t feat_frames, float* out) const;
 
   absl::Status ValidateDense(const DenseChunkInput& in, int index) const;
+  absl::Status ValidatePaged(std::span<const PagedKvLayer> pool, const PagedChunkInput& in,
+                             int index) const;
 
   // y = x W^T + b (or y += ...) over m rows, split across the pool by
   // output panels when the product is large enough to pay for it.

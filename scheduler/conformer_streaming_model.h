@@ -1,6 +1,8 @@
-// The native Conformer (encoder/) as the engine's StreamingModel: attention
-// history read straight from the paged K/V pool, new K/V written into the
-// blocks each stream prepared, conv state read and written in its slot.
+// The native Conformer (encoder/) as the engine's StreamingModel: a thin
+// translation of the cache managers' views (paged K/V pool, block-table rows,
+// cache lengths, conv state) into the encoder's paged entry point, which
+// reads history straight from the pool and writes the new K/V into the
+// blocks each stream prepared.
 #pragma once
 
 #include <memory>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cache/slot_state_cache.h"
 #include "encoder/conformer_encoder.h"
 #include "encoder/conformer_model.h"
 #include "scheduler/streaming_model.h"
@@ -22,7 +25,14 @@ class ConformerStreamingModel final : public StreamingModel {
       const std::string& dir, const encoder::EncoderOptions& options);
 
   const ModelGeometry& geometry() const override { return geometry_; }
+  // The attention geometry, plus the conv cache sized from StreamStates().
   cache::CacheConfig BaseCacheConfig() const override;
+
+  // The per-stream fixed-extent states the model carries between chunks, as
+  // the slot-addressed caches (cache/slot_state_cache.h) declare them: the
+  // conv module's left context "cnn", per slot (layers, K - 1, d) float32,
+  // slot axis 1 (CnnCacheManager's layout). Zero is a new stream's state.
+  std::vector<cache::StreamStateSpec> StreamStates() const;
   absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> CreateFrontEnd(
       int sample_rate) const override;
   absl::Status ForwardCohort(std::span<const CohortRow> rows, float* log_probs) override;
@@ -37,7 +47,8 @@ class ConformerStreamingModel final : public StreamingModel {
   std::unique_ptr<encoder::ConformerEncoder> encoder_;
   ModelGeometry geometry_;
   // Scratch reused every cohort (grown, never shrunk).
-  std::vector<float> new_kv_;  // [layers, M, 2d]
+  std::vector<encoder::PagedKvLayer> pool_;
+  std::vector<encoder::PagedChunkInput> inputs_;
 };
 
 }  // namespace oasr::scheduler

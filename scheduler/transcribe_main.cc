@@ -1,0 +1,291 @@
+// oasr-transcribe: WAV files through the streaming engine, as a server would
+// run them, without the server. Every file becomes one engine stream (all
+// opened at once, so the engine batches them); each prints
+// "file<TAB>transcript" in argument order. With --npy DIR each file's CTC
+// log-probs (float32 [frames, vocab]) are also written as DIR/<stem>.npy,
+// computed through the encoder's dense streaming path (ForwardChunk chunk by
+// chunk, the same windows and history as the engine), for comparison with
+// other implementations.
+//
+// Exit status: 0 when every file was transcribed, 1 when any failed (its
+// error goes to stderr), 2 for bad arguments or a model that does not load.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "decoder/symbol_table.h"
+#include "encoder/conformer_encoder.h"
+#include "encoder/npy_io.h"
+#include "scheduler/conformer_streaming_model.h"
+#include "scheduler/engine.h"
+
+namespace oasr::scheduler {
+namespace {
+
+struct WavFile {
+  int sample_rate = 0;
+  std::vector<int16_t> samples;  // Mono (channels averaged).
+};
+
+uint32_t Le(const unsigned char* p, int bytes) {
+  uint32_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// A minimal RIFF/WAVE reader: 16-bit PCM or 32-bit float, any channel count
+// (averaged to mono), any rate (the engine checks the range). The server has
+// its own reader (server/audio_codec.h); the scheduler may not depend on it.
+absl::StatusOr<WavFile> ReadWav(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() < 12 || bytes.compare(0, 4, "RIFF") != 0 || bytes.compare(8, 4, "WAVE") != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a RIFF/WAVE file"));
+  }
+  int format = 0, channels = 0, bits = 0;
+  WavFile wav;
+  for (size_t pos = 12; pos + 8 <= bytes.size();) {
+    const std::string id = bytes.substr(pos, 4);
+    const size_t size = Le(b + pos + 4, 4);
+    const size_t body = pos + 8;
+    if (body + size > bytes.size() && id != "data") break;
+    if (id == "fmt " && size >= 16) {
+      format = static_cast<int>(Le(b + body, 2));
+      channels = static_cast<int>(Le(b + body + 2, 2));
+      wav.sample_rate = static_cast<int>(Le(b + body + 4, 4));
+      bits = static_cast<int>(Le(b + body + 14, 2));
+      // WAVE_FORMAT_EXTENSIBLE: the sub-format's first two bytes are the tag.
+      if (format == 0xFFFE && size >= 26) format = static_cast<int>(Le(b + body + 24, 2));
+    } else if (id == "data") {
+      const bool pcm16 = format == 1 && bits == 16, float32 = format == 3 && bits == 32;
+      if (channels < 1 || !(pcm16 || float32)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": format ", format, ", ", bits, " bits, ", channels,
+            " channels; only 16-bit PCM or 32-bit float (missing or bad fmt chunk?)"));
+      }
+      const size_t frame_bytes = static_cast<size_t>(channels) * (bits / 8);
+      // A truncated last chunk (streamed writers leave size 0 or too large)
+      // keeps what is there.
+      const size_t available = std::min(size, bytes.size() - body) / frame_bytes;
+      wav.samples.resize(available);
+      for (size_t i = 0; i < available; ++i) {
+        double sum = 0;
+        for (int ch = 0; ch < channels; ++ch) {
+          const unsigned char* s = b + body + i * frame_bytes + ch * (bits / 8);
+          if (pcm16) {
+            sum += static_cast<int16_t>(Le(s, 2));
+          } else {
+            float f;
+            std::memcpy(&f, s, sizeof(f));
+            sum += static_cast<double>(f) * 32768.0;
+          }
+        }
+        wav.samples[i] =
+            static_cast<int16_t>(std::clamp(sum / channels, -32768.0, 32767.0));
+      }
+      return wav;
+    }
+    pos = body + size + (size & 1);  // Chunks are padded to even sizes.
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, ": no data chunk"));
+}
+
+// The transcript of every final segment, joined by spaces.
+absl::StatusOr<std::string> Collect(EngineStream& stream) {
+  std::string text;
+  StreamEvent event;
+  while (true) {
+    if (!stream.outbox().WaitPop(&event, 3600.0)) {
+      return absl::DeadlineExceededError("no result within an hour");
+    }
+    for (const decoder::DecodeResult& r : event.results) {
+      if (!r.is_final || r.nbest.empty() || r.nbest[0].transcript.empty()) continue;
+      if (!text.empty()) text += ' ';
+      text += r.nbest[0].transcript;
+    }
+    if (!event.finish.has_value()) continue;
+    if (*event.finish == FinishReason::kError) return event.error;
+    if (*event.finish == FinishReason::kCancelled || *event.finish == FinishReason::kLength) {
+      return absl::AbortedError(absl::StrCat("stream ended early (", FinishReasonName(*event.finish),
+                                             "); transcript so far: ", text));
+    }
+    return text;
+  }
+}
+
+// The file's CTC log-probs [frames, vocab] through the dense streaming path:
+// the engine's windows (chunk_size frames, stride chunk_size * subsampling)
+// and history (chunk_size * left frames; left < 0 keeps all).
+absl::Status WriteLogProbs(const ConformerStreamingModel& model,
+                           const encoder::ConformerEncoder& encoder, const WavFile& wav, int left,
+                           const std::string& path) {
+  const ModelGeometry& g = model.geometry();
+  const encoder::ModelConfig& c = model.model().config();
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::FeaturePipeline> frontend,
+                        model.CreateFrontEnd(wav.sample_rate));
+  OASR_RETURN_IF_ERROR(
+      frontend->AcceptPcm16(wav.samples.data(), static_cast<int64_t>(wav.samples.size())));
+  OASR_RETURN_IF_ERROR(frontend->InputFinished());
+  OASR_ASSIGN_OR_RETURN(
+      Tensor att, Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32));
+  OASR_ASSIGN_OR_RETURN(Tensor cnn, Tensor::Zeros(encoder.ConvStateShape(), DType::kFloat32));
+  const int required = left < 0 ? -1 : g.chunk_size * left;
+  std::vector<float> log_probs;
+  int64_t offset = 0;
+  const int64_t ready = frontend->NumFramesReady();
+  for (int64_t start = 0;; start += g.StrideFrames()) {
+    const int64_t frames = std::min<int64_t>(g.WindowFrames(g.chunk_size), ready - start);
+    if (frames <= g.right_context) break;
+    OASR_ASSIGN_OR_RETURN(Tensor feats, Tensor::Empty({frames, g.feature_dim}, DType::kFloat32));
+    OASR_RETURN_IF_ERROR(frontend->GetFrames(start, frames, feats.data<float>()));
+    encoder::DenseChunkInput in;
+    in.feats = feats.view();
+    in.offset = offset;
+    in.att_cache = att.view();
+    in.cnn_cache = cnn.view();
+    OASR_ASSIGN_OR_RETURN(encoder::DenseChunkOutput out, encoder.ForwardChunk(in, required));
+    log_probs.insert(log_probs.end(), out.log_probs.data<float>(),
+                     out.log_probs.data<float>() + out.log_probs.numel());
+    offset += out.log_probs.dim(0);
+    att = std::move(out.att_cache);
+    cnn = std::move(out.cnn_cache);
+  }
+  const TensorView view(log_probs.data(), DType::kFloat32, Shape{offset, g.vocab_size},
+                        Device::Cpu());
+  return encoder::WriteNpyFloat32(path, view);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"oasr-transcribe: WAV files through the streaming engine"};
+  std::string model_dir, npy_dir, log_level = "warn";
+  std::vector<std::string> files;
+  int left = -2, beam = 10, threads = 1, max_batch = 16;
+  bool greedy = false;
+  app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
+  app.add_option("files", files, "WAV files (16-bit PCM or 32-bit float, any rate)")->required();
+  app.add_option("--num-left-chunks", left,
+                 "Chunks of attention history kept (-1 all; default: the model's)");
+  app.add_flag("--greedy", greedy, "Greedy CTC search instead of prefix beam search");
+  app.add_option("--beam", beam, "Prefix beam size")->check(CLI::Range(1, 1024));
+  app.add_option("--npy", npy_dir, "Write each file's CTC log-probs to DIR/<stem>.npy");
+  app.add_option("--threads", threads, "Encoder threads")->check(CLI::Range(1, 256));
+  app.add_option("--max-batch", max_batch, "Streams decoded at once")->check(CLI::Range(1, 4096));
+  app.add_option("--log-level", log_level, "stderr log level");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and succeeds; anything else is a usage error (2).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (absl::Status s = InitLogging(log_level); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 2;
+  }
+
+  encoder::EncoderOptions options;
+  options.num_threads = threads;
+  absl::StatusOr<std::unique_ptr<ConformerStreamingModel>> model =
+      ConformerStreamingModel::Load(model_dir, options);
+  absl::StatusOr<decoder::SymbolTable> units = decoder::SymbolTable::Load(model_dir + "/units.txt");
+  if (!model.ok() || !units.ok()) {
+    std::fprintf(stderr, "%s\n", (!model.ok() ? model.status() : units.status()).ToString().c_str());
+    return 2;
+  }
+  const ConformerStreamingModel* model_ptr = model->get();  // Owned by the engine below.
+  EngineConfig config;
+  config.max_batch_size = max_batch;
+  config.max_waiting = static_cast<int>(files.size());
+  config.num_left_chunks = left;
+  config.max_buffered_audio_s = 86400.0;  // Whole files are queued at once.
+  config.decoder.method = greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
+  config.decoder.search.beam_size = beam;
+  config.decoder.search.first_beam_size = beam;
+  config.decoder.stream.nbest = 1;
+  absl::StatusOr<std::unique_ptr<decoder::CtcDecoder>> dec = decoder::CtcDecoder::Create(
+      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
+  if (!dec.ok()) {
+    std::fprintf(stderr, "%s\n", dec.status().ToString().c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(config, std::move(*model), std::move(*dec));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+    return 2;
+  }
+  const int effective_left = (*engine)->cache_config().num_left_chunks;
+
+  // Open every stream and queue all its audio, then read the results in order.
+  std::vector<absl::StatusOr<WavFile>> wavs;
+  std::vector<absl::StatusOr<std::unique_ptr<EngineStream>>> streams;
+  for (const std::string& file : files) {
+    wavs.push_back(ReadWav(file));
+    if (!wavs.back().ok()) {
+      streams.push_back(wavs.back().status());
+      continue;
+    }
+    StreamRequest request;
+    request.sample_rate = wavs.back()->sample_rate;
+    request.interim_results = false;
+    request.decode = config.decoder.stream;
+    streams.push_back((*engine)->OpenStream(request));
+    if (!streams.back().ok()) continue;
+    EngineStream& stream = **streams.back();
+    absl::Status pushed = stream.PushAudio(wavs.back()->samples);
+    if (pushed.ok()) pushed = stream.EndAudio();
+    if (!pushed.ok()) streams.back() = pushed;
+  }
+
+  std::unique_ptr<encoder::ConformerEncoder> dense;
+  if (!npy_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(npy_dir, ec);
+    absl::StatusOr<std::unique_ptr<encoder::ConformerEncoder>> created =
+        encoder::ConformerEncoder::Create(&model_ptr->model(), options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
+      return 2;
+    }
+    dense = std::move(*created);
+  }
+  int failed = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    absl::StatusOr<std::string> text =
+        streams[i].ok() ? Collect(**streams[i]) : absl::StatusOr<std::string>(streams[i].status());
+    if (text.ok() && dense != nullptr) {
+      const std::string path =
+          (std::filesystem::path(npy_dir) / std::filesystem::path(files[i]).stem()).string() + ".npy";
+      if (absl::Status s = WriteLogProbs(*model_ptr, *dense, *wavs[i], effective_left, path); !s.ok()) {
+        text = s;
+      }
+    }
+    if (!text.ok()) {
+      std::fprintf(stderr, "%s: %s\n", files[i].c_str(), text.status().ToString().c_str());
+      ++failed;
+      continue;
+    }
+    std::printf("%s\t%s\n", files[i].c_str(), text->c_str());
+    std::fflush(stdout);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace oasr::scheduler
+
+int main(int argc, char** argv) { return oasr::scheduler::Main(argc, argv); }
