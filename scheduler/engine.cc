@@ -85,6 +85,8 @@ struct Engine::Stream {
   bool admitted = false;
   size_t active_index = 0;  // Position in active_ while admitted.
   bool queued = false;      // In ready_: has a chunk (or its end) to process.
+  // The stream's pooled decoder state (owned by the CTC state pool) while admitted.
+  cache::DecoderState* decoder_state = nullptr;
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
   bool input_finished = false;
@@ -400,6 +402,7 @@ void Engine::Admit() {
     absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
     absl::Status configured =
         handle.ok() ? decoder_->ConfigureStream(handle->state(), s.request.decode) : handle.status();
+    if (handle.ok()) s.decoder_state = &handle->state();
     s.admitted = true;
     s.active_index = active_.size();
     active_.push_back(&s);
@@ -522,13 +525,11 @@ void Engine::RunCohort() {
     const int64_t out = rows_[b].out_frames;
     const float* lp = log_probs_.data() + row_offset * vocab;
     row_offset += out;
-    absl::Status committed = s.context->CommitChunkPaged(out, rows_[b].conv_state);
-    absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
-    absl::Status decoded = committed.ok() ? handle.status() : committed;
+    absl::Status decoded = s.context->CommitChunkPaged(out, rows_[b].conv_state);
     if (decoded.ok()) {
       ScopedNanos timer(stats_.decode_ns);
       TensorView chunk(const_cast<float*>(lp), DType::kFloat32, Shape{out, vocab}, Device::Cpu());
-      decoded = handle->DecodeChunk(chunk);
+      decoded = decoder_->DecodeChunk(*s.decoder_state, chunk);
     }
     if (!decoded.ok()) {
       Finish(s, FinishReason::kError, decoded);
@@ -554,8 +555,7 @@ void Engine::RunCohort() {
 }
 
 void Engine::EmitAfterChunk(Stream& s) {
-  absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
-  cache::DecoderState& state = handle->state();
+  cache::DecoderState& state = *s.decoder_state;
   StreamEvent event;
   decoder::StreamStatus status;
   {

@@ -5,6 +5,7 @@
 // log-probs equal the encoder's dense ForwardChunk run. Also: the model's
 // declared stream states size the conv cache.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -82,6 +83,18 @@ void WriteWav(const std::string& path, const std::vector<int16_t>& samples, int 
   std::ofstream(path, std::ios::binary) << wav;
 }
 
+// A folder of this process's own: ctest runs the cases of this binary as
+// parallel processes, which must not share file names.
+std::filesystem::path TestDir() {
+  static const std::filesystem::path dir = [] {
+    std::filesystem::path d = std::filesystem::temp_directory_path() /
+                              ("oasr_transcribe_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
 struct ToolRun {
   int status = -1;
   std::map<std::string, std::string> transcripts;  // file -> text
@@ -89,7 +102,7 @@ struct ToolRun {
 };
 
 ToolRun RunTool(const std::string& args, const std::string& tag) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::filesystem::path dir = TestDir();
   const std::string out = (dir / ("oasr_transcribe_" + tag + ".out")).string();
   const std::string err = (dir / ("oasr_transcribe_" + tag + ".err")).string();
   const std::string command =
@@ -194,7 +207,7 @@ struct File {
 };
 
 std::vector<File> MakeFiles() {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::filesystem::path dir = TestDir();
   std::vector<File> files = {
       {(dir / "oasr_tx_pcm16k.wav").string(), "oasr_tx_pcm16k", MakeAudio(2.3, 16000, 220), 16000},
       {(dir / "oasr_tx_float44k.wav").string(), "oasr_tx_float44k", MakeAudio(1.6, 44100, 310), 44100},
@@ -220,7 +233,7 @@ void CheckNpy(const File& f, const std::string& dir, int left) {
 
 TEST(TranscribeTest, BeamSearchMatchesTheEngineAndWritesLogProbs) {
   const std::vector<File> files = MakeFiles();
-  const std::string npy = (std::filesystem::temp_directory_path() / "oasr_tx_npy").string();
+  const std::string npy = (TestDir() / "oasr_tx_npy").string();
   std::filesystem::remove_all(npy);
   const ToolRun run = RunTool("--npy " + npy + " " + files[0].path + " " + files[1].path, "beam");
   ASSERT_EQ(run.status, 0) << run.stderr_text;
@@ -236,7 +249,7 @@ TEST(TranscribeTest, BeamSearchMatchesTheEngineAndWritesLogProbs) {
 
 TEST(TranscribeTest, GreedyWithLeftChunksMatchesTheEngine) {
   const std::vector<File> files = MakeFiles();
-  const std::string npy = (std::filesystem::temp_directory_path() / "oasr_tx_npy_l2").string();
+  const std::string npy = (TestDir() / "oasr_tx_npy_l2").string();
   std::filesystem::remove_all(npy);
   const ToolRun run = RunTool("--greedy --num-left-chunks 2 --npy " + npy + " " + files[0].path, "greedy");
   ASSERT_EQ(run.status, 0) << run.stderr_text;
@@ -248,7 +261,7 @@ TEST(TranscribeTest, GreedyWithLeftChunksMatchesTheEngine) {
 
 TEST(TranscribeTest, BadFilesAreReportedAndTheRestTranscribed) {
   const std::vector<File> files = MakeFiles();
-  const std::string junk = (std::filesystem::temp_directory_path() / "oasr_tx_junk.wav").string();
+  const std::string junk = (TestDir() / "oasr_tx_junk.wav").string();
   std::ofstream(junk) << "not a wave file at all";
   const ToolRun run = RunTool(junk + " " + files[0].path + " /nonexistent/x.wav", "bad");
   EXPECT_EQ(run.status, 1);
