@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-pending-responses", options.max_pending_responses,
                  "Responses waiting for a slow reader before reading pauses")
       ->capture_default_str();
+  app.add_option("--stream-idle-timeout", options.stream_idle_timeout_seconds,
+                 "Seconds a stream may send nothing before it ends with OUT_OF_RANGE (0: never)")
+      ->capture_default_str();
   app.add_option("--max-message-bytes", options.max_message_bytes, "Largest request message")
       ->capture_default_str();
   app.add_option("--keepalive-time", options.keepalive_time_seconds,

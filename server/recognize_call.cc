@@ -138,11 +138,8 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   state->response = response;
   state->config = *parsed;
   std::lock_guard<std::mutex> lock(state->mu);
-  absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened;
-  {
-    std::lock_guard<std::mutex> open_lock(context->open_mu);
-    opened = model->engine().OpenStream(parsed->request, [state] { state->OnEvents(); });
-  }
+  absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened =
+      model->engine().OpenStream(parsed->request, [state] { state->OnEvents(); });
   if (!opened.ok()) {
     state->done = true;
     state->Finish(ToGrpcStatus(opened.status()));

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -38,6 +39,8 @@ absl::Status Server::Start() {
   if (absl::Status status = options_.Validate(); !status.ok()) return status;
   device_ = options_.device == "auto" ? DefaultDevice().ToString() : options_.device;
   context_.max_pending_responses = options_.max_pending_responses;
+  context_.stream_idle_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::ceil(options_.stream_idle_timeout_seconds * 1000)));
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -107,6 +107,9 @@ std::string RenderPrometheus(const MetricsSnapshotInput& input) {
   absl::StrAppend(
       &out, "oasr_grpc_calls_total{method=\"StreamingRecognize\"} ", s.streaming_calls_total.load(),
       "\n", "oasr_grpc_calls_total{method=\"Recognize\"} ", s.recognize_calls_total.load(), "\n");
+  Header(&out, "oasr_grpc_stream_idle_timeouts_total", "counter",
+         "Streams ended because their client sent nothing for --stream-idle-timeout seconds.");
+  Sample(&out, "oasr_grpc_stream_idle_timeouts_total", s.streams_idle_timed_out.load());
   Header(&out, "oasr_errors_total", "counter", "Recognition calls that failed, by gRPC code.");
   for (size_t code = 1; code < s.errors.size(); ++code) {
     absl::StrAppend(&out, "oasr_errors_total{code=\"", GrpcCodeName(static_cast<int>(code)), "\"} ",

@@ -19,6 +19,9 @@ struct ServerMetrics {
   std::atomic<int64_t> recognize_calls_active{0};  // Recognize calls not yet answered.
   std::atomic<int64_t> streaming_calls_total{0};
   std::atomic<int64_t> recognize_calls_total{0};
+  // Streams the server ended because their client sent nothing for
+  // --stream-idle-timeout seconds (also counted under OUT_OF_RANGE).
+  std::atomic<int64_t> streams_idle_timed_out{0};
   // Calls that ended with each non-OK gRPC status code (index = code).
   std::array<std::atomic<int64_t>, 17> errors{};
 

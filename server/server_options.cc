@@ -6,6 +6,13 @@
 #include "common/device.h"
 
 namespace oasr::server {
+namespace {
+
+// A day: beyond it the timeout guards nothing, and the value is likely a typo
+// of milliseconds.
+constexpr double kMaxIdleTimeout = 86400.0;
+
+}  // namespace
 
 absl::Status ServerOptions::Validate() const {
   if (address.empty()) return absl::InvalidArgumentError("address: must not be empty");
@@ -43,6 +50,11 @@ absl::Status ServerOptions::Validate() const {
   if (max_pending_responses < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_pending_responses: ", max_pending_responses, " is below 1"));
+  }
+  if (!(stream_idle_timeout_seconds >= 0 && stream_idle_timeout_seconds <= kMaxIdleTimeout)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream_idle_timeout_seconds: ", stream_idle_timeout_seconds,
+                     " is outside [0, ", kMaxIdleTimeout, "] (0 disables)"));
   }
   if (max_message_bytes < 1024) {
     return absl::InvalidArgumentError(

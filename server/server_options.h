@@ -47,6 +47,12 @@ struct ServerOptions {
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio.
   int max_pending_responses = 16;
+  // A stream whose client sends nothing (no audio, no half-close) for this
+  // many seconds is ended with OUT_OF_RANGE and its engine stream freed, so
+  // a client that hangs without closing its connection cannot hold a slot
+  // forever. Counted only while the server waits for the client's next
+  // message (not while flow control has paused reading). 0 disables.
+  double stream_idle_timeout_seconds = 30.0;
 
   // Transport.
   // Largest request message in bytes (gRPC answers RESOURCE_EXHAUSTED above).

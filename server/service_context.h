@@ -3,7 +3,7 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
+#include <chrono>
 
 #include "server/served_model.h"
 #include "server/server_metrics.h"
@@ -22,9 +22,10 @@ struct ServiceContext {
   // stops reading its audio (flow control: the engine then has nothing more
   // to decode for it, so nothing more queues up).
   int max_pending_responses = 16;
-  // Serialises Engine::OpenStream: it reads the new stream's id after
-  // releasing its lock, so two concurrent opens could share an id.
-  std::mutex open_mu;
+  // A stream that sends nothing for this long while the server waits for
+  // its next message ends with OUT_OF_RANGE (ServerOptions'
+  // stream_idle_timeout_seconds); zero disables the check.
+  std::chrono::milliseconds stream_idle_timeout{30000};
 };
 
 }  // namespace oasr::server

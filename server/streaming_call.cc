@@ -13,12 +13,56 @@ StreamingCall::StreamingCall(grpc::CallbackServerContext* call_context, ServiceC
   context_->metrics.streaming_calls_total.fetch_add(1);
   std::lock_guard<std::recursive_mutex> lock(link_->mu);
   MaybeReadLocked();
+  if (context_->stream_idle_timeout.count() > 0) {
+    ArmIdleAlarmLocked(context_->stream_idle_timeout);
+  }
+}
+
+void StreamingCall::ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay) {
+  // grpc::Alarm takes system_clock deadlines; the delay is measured on the
+  // steady clock, so a wall-clock step only shifts when the check runs.
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::duration_cast<std::chrono::system_clock::duration>(delay);
+  // Replacing a fired alarm from inside its own callback is safe: gRPC keeps
+  // the alarm's state alive until the callback returns.
+  idle_alarm_ = std::make_unique<grpc::Alarm>();
+  std::shared_ptr<Link> link = link_;
+  idle_alarm_->Set(deadline, [link](bool fired) {
+    if (!fired) return;  // Cancelled: the call is done.
+    std::lock_guard<std::recursive_mutex> lock(link->mu);
+    if (link->call != nullptr) link->call->CheckIdleLocked();
+  });
+}
+
+void StreamingCall::CheckIdleLocked() {
+  // After a half-close or the end of the call there is nothing to wait for.
+  if (finished_ || client_done_) return;
+  const auto timeout = context_->stream_idle_timeout;
+  if (!reading_) {
+    // Flow control paused reading (the client is behind, not idle): look
+    // again a full timeout after reading could resume.
+    ArmIdleAlarmLocked(timeout);
+    return;
+  }
+  const auto idle = std::chrono::steady_clock::now() - read_started_;
+  if (idle < timeout) {
+    ArmIdleAlarmLocked(timeout - idle);
+    return;
+  }
+  context_->metrics.streams_idle_timed_out.fetch_add(1);
+  const double seconds = std::chrono::duration<double>(timeout).count();
+  FailLocked(grpc::Status(
+      grpc::StatusCode::OUT_OF_RANGE,
+      absl::StrCat("stream idle timeout: nothing received from the client for ", seconds,
+                   " s (--stream-idle-timeout); send audio at least that often, or half-close "
+                   "the stream when the audio ends")));
 }
 
 void StreamingCall::MaybeReadLocked() {
   if (reading_ || client_done_ || finished_) return;
   if (static_cast<int>(pending_.size()) >= context_->max_pending_responses) return;
   reading_ = true;
+  read_started_ = std::chrono::steady_clock::now();
   StartRead(&request_);
 }
 
@@ -73,15 +117,12 @@ void StreamingCall::HandleConfigLocked() {
   config_ = std::move(*parsed);
   config_.request.interim_results = streaming.interim_results();
   config_.request.decode.single_utterance = streaming.single_utterance();
-  absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened;
-  {
-    std::lock_guard<std::mutex> open_lock(context_->open_mu);
-    std::shared_ptr<Link> link = link_;
-    opened = model->engine().OpenStream(config_.request, [link] {
-      std::lock_guard<std::recursive_mutex> notify_lock(link->mu);
-      if (link->call != nullptr) link->call->PumpLocked();
-    });
-  }
+  std::shared_ptr<Link> link = link_;
+  absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened =
+      model->engine().OpenStream(config_.request, [link] {
+        std::lock_guard<std::recursive_mutex> notify_lock(link->mu);
+        if (link->call != nullptr) link->call->PumpLocked();
+      });
   if (!opened.ok()) {
     FailLocked(ToGrpcStatus(opened.status()));
     return;

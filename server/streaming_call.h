@@ -2,8 +2,10 @@
 // messages to an engine stream and the engine's events back to the client.
 #pragma once
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -21,6 +23,11 @@ namespace oasr::server {
 // beyond it (work goes to the engine's command queue). At most one read and
 // one write are in flight; reading pauses while max_pending_responses
 // responses wait for the client, so a slow reader cannot grow memory.
+// Idle timeout: a gRPC alarm (callback on gRPC's executor, never a thread of
+// the call's own) fires at the earliest moment the stream could have been
+// idle for context->stream_idle_timeout; it ends the call with OUT_OF_RANGE
+// when a read has been waiting that long, and otherwise re-arms for the
+// read in flight, so a stream costs one pending alarm and no polling.
 class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest,
                                                            asr::v1::StreamingRecognizeResponse> {
  public:
@@ -47,6 +54,10 @@ class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRec
   void MaybeReadLocked();
   // Ends the call with `status` (no more responses), cancelling the stream.
   void FailLocked(const grpc::Status& status);
+  // Arms the idle alarm to fire after `delay` (replacing a fired one).
+  void ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay);
+  // The idle alarm fired: ends an idle stream with OUT_OF_RANGE, or re-arms.
+  void CheckIdleLocked();
   grpc::Status FinalStatus(const scheduler::StreamEvent& event) const;
 
   grpc::CallbackServerContext* const call_context_;
@@ -59,6 +70,10 @@ class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRec
   std::unique_ptr<scheduler::EngineStream> stream_;
   std::vector<int16_t> samples_;  // Scratch for decoded audio.
   grpc::Status final_status_;
+  // Null when the idle timeout is off; one alarm pending at a time.
+  std::unique_ptr<grpc::Alarm> idle_alarm_;
+  // When the read in flight was started: the client has been silent since.
+  std::chrono::steady_clock::time_point read_started_;
   bool reading_ = false;
   bool client_done_ = false;  // The client half-closed (or the call broke).
   bool engine_done_ = false;  // The stream's last event arrived.

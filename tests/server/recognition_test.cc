@@ -6,27 +6,22 @@
 // stream limit, disconnects freeing resources, /metrics, and SIGTERM.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <thread>
 
-#include "decoder/symbol_table.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "oasr/asr/v1/asr.grpc.pb.h"
-#include "scheduler/conformer_streaming_model.h"
-#include "scheduler/engine.h"
 #include "server/audio_codec.h"
 #include "server/stream_client.h"
+#include "tests/server/recognition_helpers.h"
 #include "tests/server/server_process.h"
 
 namespace oasr {
@@ -35,130 +30,16 @@ namespace {
 using asr::v1::StreamingRecognizeRequest;
 using asr::v1::StreamingRecognizeResponse;
 
-const std::string kModelDir = std::string(OASR_ENCODER_FIXTURES) + "/small_ln/model";
+using testing::Config;
+using testing::EngineFinals;
+using testing::In;
+using testing::MakeAudio;
+using testing::ScrapeMetrics;
+using testing::Stream;
+using testing::WaitForIdle;
+using testing::WriteTemp;
 
-std::chrono::system_clock::time_point In(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-// Deterministic speech-like audio: two tones under a slow envelope, noise.
-std::vector<int16_t> MakeAudio(uint32_t seed, double seconds, int rate) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> freq(150, 2500);
-  std::normal_distribution<double> noise(0, 200);
-  const double f1 = freq(rng), f2 = freq(rng);
-  std::vector<int16_t> out(static_cast<size_t>(seconds * rate));
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double t = static_cast<double>(i) / rate;
-    const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 0.9 * t);
-    const double x =
-        6000 * env * (std::sin(2 * M_PI * f1 * t) + 0.5 * std::sin(2 * M_PI * f2 * t)) + noise(rng);
-    out[i] = static_cast<int16_t>(std::clamp(x, -32768.0, 32767.0));
-  }
-  return out;
-}
-
-// The engine in this process, configured as the server's defaults.
-std::vector<std::string> EngineFinals(const std::vector<int16_t>& audio, int rate) {
-  auto model = scheduler::ConformerStreamingModel::Load(kModelDir, {});
-  EXPECT_TRUE(model.ok()) << model.status();
-  auto units = decoder::SymbolTable::Load(kModelDir + "/units.txt");
-  EXPECT_TRUE(units.ok()) << units.status();
-  scheduler::EngineConfig config;
-  auto ctc = decoder::CtcDecoder::Create(
-      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
-  EXPECT_TRUE(ctc.ok()) << ctc.status();
-  auto engine = scheduler::Engine::Create(config, std::move(*model), std::move(*ctc));
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  scheduler::StreamRequest request;
-  request.sample_rate = rate;
-  request.interim_results = false;
-  request.decode = config.decoder.stream;
-  request.decode.nbest = 1;
-  auto stream = (*engine)->OpenStream(request);
-  EXPECT_TRUE(stream.ok()) << stream.status();
-  EXPECT_TRUE((*stream)->PushAudio(audio).ok());
-  EXPECT_TRUE((*stream)->EndAudio().ok());
-  std::vector<std::string> finals;
-  scheduler::StreamEvent event;
-  while ((*stream)->outbox().WaitPop(&event, 120)) {
-    for (const auto& r : event.results) {
-      if (r.is_final) finals.push_back(r.nbest.empty() ? "" : r.nbest[0].transcript);
-    }
-    if (event.finish.has_value()) {
-      EXPECT_EQ(*event.finish, scheduler::FinishReason::kStop);
-      break;
-    }
-  }
-  return finals;
-}
-
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-asr::v1::StreamingRecognitionConfig Config(int rate, bool interim = false, bool words = false) {
-  asr::v1::StreamingRecognitionConfig config;
-  config.mutable_config()->set_encoding(asr::v1::LINEAR16);
-  config.mutable_config()->set_sample_rate_hertz(rate);
-  config.mutable_config()->set_enable_word_time_offsets(words);
-  config.set_interim_results(interim);
-  return config;
-}
-
-server::StreamOutcome Stream(asr::v1::Speech::Stub& stub, const std::vector<int16_t>& audio,
-                             const asr::v1::StreamingRecognitionConfig& config) {
-  server::StreamClientOptions options;
-  options.config = config;
-  options.realtime = false;
-  options.timeout_s = 120;
-  return server::RunStream(stub, audio, options);
-}
-
-// Scrapes /metrics into name{labels} -> value, checking every line's syntax.
-std::map<std::string, double> ScrapeMetrics(int port, std::string* error) {
-  std::map<std::string, double> values;
-  httplib::Client http("127.0.0.1", port);
-  auto result = http.Get("/metrics");
-  if (!result || result->status != 200) {
-    *error = "no answer from /metrics";
-    return values;
-  }
-  static const std::regex kSample(
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})?) (\S+)$)");
-  static const std::regex kComment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
-  std::istringstream lines(result->body);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::smatch m;
-    if (std::regex_match(line, kComment)) continue;
-    if (!std::regex_match(line, m, kSample)) {
-      *error = "not Prometheus text: '" + line + "'";
-      return values;
-    }
-    values[m[1]] = m[5] == "+Inf" ? INFINITY : std::stod(m[5]);
-  }
-  return values;
-}
-
-// Waits (bounded) until the server's open streams and the engine's active
-// streams and used blocks are back to zero.
-bool WaitForIdle(int metrics_port, std::map<std::string, double>* last) {
-  for (int i = 0; i < 500; ++i) {
-    std::string error;
-    *last = ScrapeMetrics(metrics_port, &error);
-    if (error.empty() && (*last)["oasr_grpc_streams_open"] == 0 &&
-        (*last)["oasr_streams_active"] == 0 && (*last)["oasr_streams_waiting"] == 0 &&
-        (*last)["oasr_kv_pool_blocks_used"] == 0) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
+const std::string kModelDir = testing::SmallModelDir();
 
 class RecognitionTest : public ::testing::Test {
  protected:

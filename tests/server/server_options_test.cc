@@ -2,10 +2,22 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace oasr::server {
 namespace {
 
 TEST(ServerOptionsTest, DefaultsAreValid) { EXPECT_TRUE(ServerOptions().Validate().ok()); }
+
+TEST(ServerOptionsTest, ZeroIdleTimeoutDisablesItAndIsValid) {
+  ServerOptions options;
+  options.stream_idle_timeout_seconds = 0;
+  EXPECT_TRUE(options.Validate().ok());
+  options.stream_idle_timeout_seconds = 0.25;
+  EXPECT_TRUE(options.Validate().ok());
+  options.stream_idle_timeout_seconds = std::nan("");
+  EXPECT_FALSE(options.Validate().ok());
+}
 
 TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
   struct Case {
@@ -29,6 +41,10 @@ TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
       {[](ServerOptions& o) { o.num_threads = 0; }, "num_threads: 0"},
       {[](ServerOptions& o) { o.max_pending_responses = 0; }, "max_pending_responses: 0"},
       {[](ServerOptions& o) { o.max_message_bytes = 10; }, "max_message_bytes: 10"},
+      {[](ServerOptions& o) { o.stream_idle_timeout_seconds = -1; },
+       "stream_idle_timeout_seconds: -1"},
+      {[](ServerOptions& o) { o.stream_idle_timeout_seconds = 1e6; },
+       "stream_idle_timeout_seconds: 1e+06"},
       {[](ServerOptions& o) { o.keepalive_timeout_seconds = 0; }, "keepalive_timeout_seconds"},
   };
   for (const Case& c : cases) {
