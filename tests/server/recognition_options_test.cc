@@ -37,6 +37,12 @@ void StartServer(testing::ServerProcess* server, std::vector<std::string> extra)
   ASSERT_TRUE(server->Start(OASR_SERVER_BINARY, args)) << server->error();
 }
 
+// A stub on a plain channel to `server`.
+std::unique_ptr<asr::v1::Speech::Stub> Connect(const testing::ServerProcess& server) {
+  return asr::v1::Speech::NewStub(
+      grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
+}
+
 // Reads until the server ends the call; returns its status and the last
 // finish_reason seen.
 grpc::Status Drain(StreamCall* call, std::string* finish_reason = nullptr) {
@@ -58,8 +64,7 @@ std::string Bytes(const std::vector<int16_t>& samples, size_t begin, size_t end)
 TEST(IdleTimeoutTest, SilentStreamsEndWithOutOfRangeAndAreFreedWhileSteadyOnesGoOn) {
   testing::ServerProcess server;
   StartServer(&server, {"--stream-idle-timeout", "1"});
-  auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
-  auto stub = asr::v1::Speech::NewStub(channel);
+  auto stub = Connect(server);
 
   // A client sending 400 ms every 400 ms for 3 s (three timeouts long) is
   // never idle; its stream ends normally.
@@ -117,8 +122,7 @@ TEST(IdleTimeoutTest, SilentStreamsEndWithOutOfRangeAndAreFreedWhileSteadyOnesGo
 TEST(SingleUtteranceTest, TheFirstEndpointEndsTheStreamWithFinishReasonEndpoint) {
   testing::ServerProcess server;
   StartServer(&server, {});
-  auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
-  auto stub = asr::v1::Speech::NewStub(channel);
+  auto stub = Connect(server);
   const std::vector<int16_t> audio = MakeAudio(41, 3.0, 16000);
   // A rule that ends a segment after 1 s of audio whatever the random model
   // hears makes the endpoint deterministic.
@@ -155,8 +159,7 @@ std::string Joined(const std::vector<std::string>& finals) {
 TEST(PhraseBoostTest, ALargeBoostPutsThePhraseIntoTheTranscript) {
   testing::ServerProcess server;
   StartServer(&server, {});
-  auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
-  auto stub = asr::v1::Speech::NewStub(channel);
+  auto stub = Connect(server);
   const std::vector<int16_t> audio = MakeAudio(7, 4.0, 16000);
   // Two units of the fixture's vocabulary (t40 t41, neither a word start),
   // which the model never says for this audio unboosted but ranks among its
@@ -249,8 +252,7 @@ std::string EncodeG711(const std::vector<int16_t>& samples, int16_t (*expand)(ui
 TEST(G711RecognizeTest, RawMulawAndAlawAreExpandedAsTheEngineExpects) {
   testing::ServerProcess server;
   StartServer(&server, {});
-  auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
-  auto stub = asr::v1::Speech::NewStub(channel);
+  auto stub = Connect(server);
   const std::vector<int16_t> audio = MakeAudio(47, 3.0, 8000);
   struct Law {
     asr::v1::AudioEncoding encoding;
