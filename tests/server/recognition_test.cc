@@ -325,7 +325,9 @@ TEST_F(RecognitionTest, ClientThatLeavesMidStreamFreesItsResources) {
     std::map<std::string, double> busy;
     std::string error;
     busy = ScrapeMetrics(server_->metrics_port(), &error);
-    EXPECT_EQ(busy["oasr_grpc_streams_open"], 1);
+    // At least this one: the previous round's cancelled call may not have
+    // been torn down yet (that it is, in the end, is checked below).
+    EXPECT_GE(busy["oasr_grpc_streams_open"], 1);
     context.TryCancel();  // The client goes away without ending its audio.
     call->Finish();
   }
