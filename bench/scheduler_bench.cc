@@ -214,9 +214,12 @@ int main(int argc, char** argv) {
   using namespace oasr::scheduler;
   std::printf("== scheduler overhead, no-op model, greedy decoding over 8 units\n");
   Overhead(1000);
+  if (argc > 2 && std::string(argv[2]) == "--overhead-only") return 0;
   Overhead(10000);
 
+  // Arguments: [encoder threads] [--overhead-only]
   const int threads = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
+  if (argc > 2 && std::string(argv[2]) == "--overhead-only") return 0;
   const std::string model_dir = EnsureBenchModel();
   if (model_dir.empty()) {
     std::printf("== real-time streams: skipped (no model: /usr/bin/python3 with torch is needed)\n");
