@@ -295,7 +295,22 @@ void Engine::Loop() {
     more_ready = Tick(commands);
     commands.clear();
   }
-  // Stopping: every stream ends with "cancelled".
+  // Stopping: every stream ends with "cancelled", including those whose
+  // open command had not been handled yet.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    commands.swap(commands_);
+  }
+  for (Command& command : commands) {
+    if (command.type != Command::Type::kOpen) continue;
+    StreamEvent event;
+    event.finish = FinishReason::kCancelled;
+    stats_.finished[static_cast<int>(FinishReason::kCancelled)].fetch_add(1);
+    command.shared->ended = true;
+    command.shared->outbox.Push(std::move(event));
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_streams_;
+  }
   std::vector<Stream*> all;
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) Finish(*s, FinishReason::kCancelled);

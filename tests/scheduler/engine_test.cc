@@ -398,6 +398,25 @@ TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
   ExpectAllFreed(*setup.engine);
 }
 
+TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
+  EngineConfig config;
+  config.max_batch_size = 4;
+  config.max_waiting = 100;
+  TestEngine setup = MakeEngine(config);
+  std::mt19937 rng(17);
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (int i = 0; i < 50; ++i) {
+    streams.push_back(*setup.engine->OpenStream({}));
+    if (i % 2 == 0) ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 0.5, 16000)).ok());
+  }
+  setup.engine->Stop();
+  for (auto& s : streams) {
+    Collected c = Collect(*s, 10);
+    EXPECT_EQ(c.finish, FinishReason::kCancelled);
+  }
+  EXPECT_EQ(setup.engine->OpenStream({}).status().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(EngineTest, BadRequestsNameTheField) {
   TestEngine setup = MakeEngine({});
   StreamRequest request;
