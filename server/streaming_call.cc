@@ -79,7 +79,15 @@ void StreamingCall::OnReadDone(bool ok) {
                               "(which must carry streaming_config)"));
       return;
     }
-    if (!engine_done_) (void)stream_->EndAudio();
+    if (!engine_done_) {
+      // A read also fails when the client cancels, and OnCancel may come
+      // after this: a cancelled call is freed now, not decoded to its end.
+      if (call_context_->IsCancelled()) {
+        stream_->Cancel();
+      } else {
+        (void)stream_->EndAudio();
+      }
+    }
     return;
   }
   if (stream_ == nullptr) {
