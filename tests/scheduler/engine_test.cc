@@ -407,7 +407,9 @@ TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
   std::vector<std::unique_ptr<EngineStream>> streams;
   for (int i = 0; i < 50; ++i) {
     streams.push_back(*setup.engine->OpenStream({}));
-    if (i % 2 == 0) ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 0.5, 16000)).ok());
+    if (i % 2 == 0) {
+      ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 0.5, 16000)).ok());
+    }
   }
   setup.engine->Stop();
   for (auto& s : streams) {
