@@ -41,13 +41,14 @@ def add_noise(x: torch.Tensor, snr_db: float, kind: str, gen: torch.Generator) -
     return x + noise * torch.sqrt(power / (10.0 ** (snr_db / 10.0)))
 
 
-def reverberate(x: torch.Tensor, rt60: float, gen: torch.Generator) -> torch.Tensor:
-    """Convolution with an exponentially decaying noise tail (a crude room)."""
+def reverberate(x: torch.Tensor, rt60: float, drr_db: float, gen: torch.Generator) -> torch.Tensor:
+    """Convolution with a direct path plus an exponentially decaying noise
+    tail (a crude room) whose energy sits `drr_db` below the direct path's."""
     n = int(rt60 * SAMPLE_RATE)
-    t = torch.arange(n, dtype=torch.float32) / SAMPLE_RATE
-    rir = torch.randn(n, generator=gen) * torch.exp(-6.9 * t / rt60)
-    rir[0] = 1.0 + rir[0].abs()
-    rir = rir / rir.norm()
+    t = torch.arange(1, n, dtype=torch.float32) / SAMPLE_RATE
+    tail = torch.randn(n - 1, generator=gen) * torch.exp(-6.9 * t / rt60)
+    tail = tail * torch.sqrt(10.0 ** (-drr_db / 10.0) / tail.pow(2).sum().clamp(min=1e-8))
+    rir = torch.cat([torch.ones(1), tail])
     size = x.numel() + n - 1
     y = torch.fft.irfft(torch.fft.rfft(x, size) * torch.fft.rfft(rir, size), size)[: x.numel()]
     return y * (x.abs().max() / y.abs().max().clamp(min=1e-8))
@@ -74,14 +75,15 @@ def augment(x: torch.Tensor, rng: random.Random):
     if "speed" in desc:
         # Played faster by s: read the samples as if recorded at rate * s.
         x = resample(x, int(SAMPLE_RATE * desc["speed"]), SAMPLE_RATE)
-    if rng.random() < 0.3:
-        desc["rt60"] = round(rng.uniform(0.15, 0.7), 3)
-        x = reverberate(x, desc["rt60"], gen)
-    if rng.random() < 0.15:
+    if rng.random() < 0.2:
+        desc["rt60"] = round(rng.uniform(0.15, 0.6), 3)
+        desc["drr_db"] = round(rng.uniform(2.0, 15.0), 1)
+        x = reverberate(x, desc["rt60"], desc["drr_db"], gen)
+    if rng.random() < 0.1:
         desc["telephone"] = True
         x = telephone(x)
-    if rng.random() < 0.5:
-        desc["snr_db"] = round(rng.uniform(5.0, 30.0), 1)
+    if rng.random() < 0.4:
+        desc["snr_db"] = round(rng.uniform(8.0, 35.0), 1)
         desc["noise"] = rng.choice(["white", "pink", "brown"])
         x = add_noise(x, desc["snr_db"], desc["noise"], gen)
     peak = x.abs().max().clamp(min=1e-6)

@@ -13,7 +13,8 @@
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
 # (utterances, 200000; the synthesis time budget usually ends it first),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
-# TRAIN_ARGS (extra train.py flags), PYTHON (python3).
+# TRAIN_ARGS (extra train.py flags), PYTHON (python3), STOP_AFTER (synth: end
+# the call once the data is synthesized).
 #
 # Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
 # model.safetensors.partNN (or model.safetensors), model_meta.tar (config.json,
@@ -56,11 +57,18 @@ if [ ! -f "$WORK/data/synth_summary.json" ]; then
     ${VOICES:+--voices "$VOICES"}
 fi
 
+if [ "${STOP_AFTER:-}" = synth ]; then
+  echo "run_gpu: stopping after synthesis (STOP_AFTER=synth)"
+  exit 0
+fi
+
+heldout=$("$PY" -c "import json; print(','.join(json.load(open('$WORK/data/synth_summary.json'))['heldout_voices']))")
 # Leave ~1.2 minutes of this call for data loading slack, export and evaluation.
 stop=$("$PY" -c "import time; print(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - 1.2))")
 # shellcheck disable=SC2086
 "$PY" -m tools.train.train --data "$WORK/data" --tokenizer "$WORK/tok" --work "$WORK/train" \
-  --export "$WORK/model" --max-minutes "$TRAIN_MINUTES" --stop-after-minutes "$stop" ${TRAIN_ARGS:-}
+  --export "$WORK/model" --max-minutes "$TRAIN_MINUTES" --stop-after-minutes "$stop" \
+  --eval-data "$WORK/data/eval" --heldout-voices "$heldout" ${TRAIN_ARGS:-}
 
 if ! "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$WORK/train/train_summary.json'))['finished'] else 1)"; then
   echo "run_gpu: training not finished; run the same command again to continue"
@@ -68,7 +76,6 @@ if ! "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$WORK/train/train_
 fi
 meta="$WORK/model_meta"
 mkdir -p "$meta"
-heldout=$("$PY" -c "import json; print(','.join(json.load(open('$WORK/data/synth_summary.json'))['heldout_voices']))")
 "$PY" -m tools.train.evaluate --model "$WORK/model" --eval "$WORK/data/eval" \
   --heldout-voices "$heldout" --out "$meta/eval.json"
 cp "$WORK/model/config.json" "$WORK/model/units.txt" "$WORK/tok/bpe.model" \

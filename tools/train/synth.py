@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,10 @@ def synthesize(items, tmp: str):
     """items: [(family, text, settings)] of one engine -> [waveform at 16 kHz
     or None where the synthesizer failed]."""
     engine = items[0][0].split(":", 1)[0]
+    # A folder of its own per call: a synthesizer that fails on an item must
+    # leave no file, never an earlier call's file under the same name (that
+    # would pair one sentence's audio with another's text).
+    tmp = tempfile.mkdtemp(prefix=engine, dir=tmp)
     paths = [os.path.join(tmp, f"u{i}.wav") for i in range(len(items))]
     if engine == "festival":
         script = os.path.join(tmp, "batch.scm")
@@ -143,6 +148,7 @@ def synthesize(items, tmp: str):
             continue
         x, rate = read_wav(path)
         out.append(augment.resample(x, rate, SAMPLE_RATE))
+    shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -86,7 +86,14 @@ class AugmentTest(unittest.TestCase):
         x = torch.sin(torch.arange(16000) * 0.05) * 0.5
         gen = torch.Generator().manual_seed(0)
         self.assertEqual(augment.telephone(x).numel(), x.numel())
-        self.assertEqual(augment.reverberate(x, 0.3, gen).numel(), x.numel())
+        self.assertEqual(augment.reverberate(x, 0.3, 10.0, gen).numel(), x.numel())
+        # An impulse comes back as the room response: the tail's energy sits
+        # drr_db below the direct path's.
+        impulse = torch.zeros(8000)
+        impulse[0] = 1.0
+        rir = augment.reverberate(impulse, 0.3, 6.0, gen)
+        drr = 10 * torch.log10(rir[0] ** 2 / rir[1:].pow(2).sum())
+        self.assertAlmostEqual(float(drr), 6.0, delta=0.1)
         noisy = augment.add_noise(x, 10.0, "pink", gen)
         snr = 10 * torch.log10(x.pow(2).mean() / (noisy - x).pow(2).mean())
         self.assertAlmostEqual(float(snr), 10.0, delta=0.5)

@@ -29,9 +29,11 @@ import torch
 from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig
 from tools.train import checkpoint
+from tools.train.evaluate import edit_distance
+from tools.train.synth import read_wav
 from tools.train.tokenizer import Tokenizer
 from tools.train.train_forward import (PositionCache, add_dropout_hooks, dynamic_chunk,
-                                       encode, output_lengths)
+                                       encode, greedy_decode, output_lengths)
 
 
 def log(msg: str):
@@ -69,9 +71,9 @@ def global_cmvn(feats):
     return {"mean_stat": s.tolist(), "var_stat": sq.tolist(), "frame_num": n}
 
 
-def make_batches(lengths, batch_frames: int, rng: random.Random):
+def make_batches(lengths, batch_frames: int, rng: random.Random, shuffle: bool = True):
     """Index lists with (utterances x longest) <= batch_frames, similar
-    lengths together, in a random order."""
+    lengths together, in a random order (shortest first without shuffle)."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
     batches, cur, longest = [], [], 0
     for i in order:
@@ -83,20 +85,78 @@ def make_batches(lengths, batch_frames: int, rng: random.Random):
         longest = longest2
     if cur:
         batches.append(cur)
-    rng.shuffle(batches)
+    if shuffle:
+        rng.shuffle(batches)
     return batches
 
 
-def collate(idx, feats, tokens, device):
-    lengths = torch.tensor([feats[i].size(0) for i in idx])
-    x = torch.zeros(len(idx), int(lengths.max()), 80, dtype=torch.float16)
-    for k, i in enumerate(idx):
-        x[k, : feats[i].size(0)] = feats[i]
+class FeatureStore:
+    """Every training utterance's features in one (frames, 80) float16 tensor
+    on the training device (75 h are ~4.3 GB), so that a batch is one gather
+    there instead of a host-side padding loop and a copy per step."""
+
+    def __init__(self, feats, device):
+        self.lengths = torch.tensor([f.size(0) for f in feats])
+        self.offsets = torch.cumsum(self.lengths, 0) - self.lengths
+        self.flat = torch.cat(feats).to(device)
+        self.device = device
+
+    def batch(self, idx):
+        """(padded features (B, T, 80) float32, lengths (B,)) on the device."""
+        idx = torch.tensor(idx)
+        lengths = self.lengths[idx]
+        t = torch.arange(int(lengths.max()))
+        valid = t.unsqueeze(0) < lengths.unsqueeze(1)
+        rows = torch.where(valid, self.offsets[idx].unsqueeze(1) + t.unsqueeze(0), 0)
+        valid = valid.to(self.device)
+        x = self.flat[rows.to(self.device)].float() * valid.unsqueeze(2)
+        return x, lengths.to(self.device)
+
+
+def batch_targets(idx, tokens, device):
     targets = torch.tensor([t for i in idx for t in tokens[i]], dtype=torch.long)
     tlens = torch.tensor([len(tokens[i]) for i in idx])
-    pin = device.type == "cuda"
-    move = (lambda t: t.pin_memory().to(device, non_blocking=True)) if pin else (lambda t: t.to(device))
-    return move(x).float(), move(lengths), move(targets), move(tlens)
+    return targets.to(device), tlens.to(device)
+
+
+class HeldOut:
+    """Greedy WER on a fixed sample of synth.py's held-out evaluation set
+    (balanced over voices), logged during training to show the trend."""
+
+    CONFIGS = (("all left", 16, -1), ("4 left", 16, 4))
+
+    def __init__(self, eval_dir: str, per_voice: int, heldout_voices, tok: Tokenizer):
+        rows = [json.loads(l) for l in open(os.path.join(eval_dir, "eval.jsonl"), encoding="utf-8")]
+        seen = {}
+        rows = [r for r in rows if seen.setdefault(r["voice"], []).append(1) or
+                len(seen[r["voice"]]) <= per_voice]
+        self.refs = [r["text"].split() for r in rows]
+        self.heldout = [r["voice"] in heldout_voices for r in rows]
+        self.feats = [frontend.fbank(read_wav(os.path.join(eval_dir, r["wav"]))[0]) for r in rows]
+        self.tok = tok
+
+    def wer(self, model, device, positions, amp: bool) -> str:
+        if not self.feats:
+            return "no held-out utterances"
+        store = FeatureStore(self.feats, device)
+        x, lengths = store.batch(list(range(len(self.feats))))
+        model.eval()
+        parts = []
+        with torch.no_grad(), torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                                             enabled=amp):
+            for name, chunk, left in self.CONFIGS:
+                logp, out_len = encode(model, x, lengths, chunk, left, positions)
+                logp, out_len = logp.float().cpu(), out_len.cpu()
+                errs, words = [0, 0], [0, 0]
+                for k, ref in enumerate(self.refs):
+                    hyp = self.tok.decode(greedy_decode(logp[k], int(out_len[k]))).split()
+                    g = int(self.heldout[k])
+                    errs[g] += edit_distance(ref, hyp)
+                    words[g] += len(ref)
+                parts.append(f"{name}: trained voices {100 * errs[0] / max(words[0], 1):.1f}% "
+                             f"held-out voices {100 * errs[1] / max(words[1], 1):.1f}%")
+        model.train()
+        return "; ".join(parts)
 
 
 def build_model(a, vocab: int) -> ConformerCtcModel:
@@ -154,6 +214,12 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     p.add_argument("--max-file-mib", type=float, default=16)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--sortagrad", action="store_true",
+                   help="first epoch in order of length, shortest first")
+    p.add_argument("--eval-data", help="synth.py eval folder: log a held-out greedy WER")
+    p.add_argument("--eval-per-voice", type=int, default=12)
+    p.add_argument("--eval-minutes", type=float, default=1.5, help="minutes between WER logs")
+    p.add_argument("--heldout-voices", default="", help="voices left out of training")
     a = p.parse_args(argv)
     t_start = time.time()
     if a.threads:
@@ -170,9 +236,11 @@ def main(argv=None):
     log(f"data: {len(feats)} utterances, {hours:.2f} h, {dropped} dropped (too short for CTC), "
         f"{len(set(voices))} voices, {tok.vocab_size} units; loaded in {time.time() - t_start:.0f} s")
 
+    held = (HeldOut(a.eval_data, a.eval_per_voice, set(a.heldout_voices.split(",")), tok)
+            if a.eval_data else None)
     model = build_model(a, tok.vocab_size)
     nparams = sum(p.numel() for p in model.parameters())
-    step, train_seconds, epoch = 0, 0.0, 0
+    step, train_seconds, epoch, start_batch = 0, 0.0, 0, 0
     resume = a.resume or checkpoint.latest(os.path.join(a.work, "ckpt"))
     state = checkpoint.load(resume) if resume else None
     if state:
@@ -185,6 +253,7 @@ def main(argv=None):
     if state:
         opt.load_state_dict(state["optimizer"])
         step, train_seconds, epoch = state["step"], state["train_seconds"], state["epoch"]
+        start_batch = state.get("batch", 0)
         log(f"resumed from {resume}: step {step}, {train_seconds / 60:.1f} min trained")
     else:
         stats = global_cmvn(feats)
@@ -195,6 +264,8 @@ def main(argv=None):
             json.dump(stats, f)
     log(f"model: {nparams / 1e6:.2f} M parameters ({nparams * 2 / 1e6:.1f} MB in float16), "
         f"device {device}")
+    store = FeatureStore(feats, device)
+    del feats
     add_dropout_hooks(model, a.dropout)
     positions = PositionCache(a.output_size)
     rng = random.Random(a.seed * 1000 + step)
@@ -205,7 +276,7 @@ def main(argv=None):
     def save_ckpt():
         path = os.path.join(a.work, "ckpt", f"step{step}")
         checkpoint.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                         "train_seconds": train_seconds, "epoch": epoch,
+                         "train_seconds": train_seconds, "epoch": epoch, "batch": batch_in_epoch,
                          "args": vars(a)}, path)
         for old in glob.glob(os.path.join(a.work, "ckpt", "step*")):
             if old != path:
@@ -216,14 +287,19 @@ def main(argv=None):
     call_start = time.time()
     last_ckpt = time.time()
     budget = a.max_minutes * 60
+    del state
+    batch_in_epoch = start_batch
+    last_eval = time.time()
     window = {"loss": 0.0, "utts": 0, "frames": 0, "t": time.time()}
     done = bool((a.max_steps and step >= a.max_steps) or train_seconds >= budget)
     while not done:
-        batches = make_batches(frames, a.batch_frames, random.Random(a.seed + epoch))
-        for idx in batches:
+        batches = make_batches(frames, a.batch_frames, random.Random(a.seed + epoch),
+                               shuffle=not (a.sortagrad and epoch == 0))
+        for idx in batches[start_batch:]:
             t0 = time.time()
-            x, lengths, targets, tlens = collate(idx, feats, tokens, device)
-            max_out = int(output_lengths(lengths.max().cpu()))
+            x, lengths = store.batch(idx)
+            targets, tlens = batch_targets(idx, tokens, device)
+            max_out = int(output_lengths(torch.tensor(max(frames[i] for i in idx))))
             chunk, left = dynamic_chunk(max_out, rng)
             progress = step / a.max_steps if a.max_steps else train_seconds / budget
             for g in opt.param_groups:
@@ -241,7 +317,8 @@ def main(argv=None):
             train_seconds += time.time() - t0
             window["loss"] += lv * len(idx)
             window["utts"] += len(idx)
-            window["frames"] += int(lengths.sum())
+            window["frames"] += sum(frames[i] for i in idx)
+            batch_in_epoch += 1
             if step % a.log_every == 0:
                 dt = time.time() - window["t"]
                 log(f"step {step} epoch {epoch} loss {window['loss'] / window['utts']:.3f} "
@@ -256,14 +333,19 @@ def main(argv=None):
             elif time.time() - last_ckpt >= a.ckpt_minutes * 60:
                 save_ckpt()
                 last_ckpt = time.time()
+            if held and (done or time.time() - last_eval >= a.eval_minutes * 60):
+                log(f"held-out WER at step {step} (greedy, 640 ms chunks): "
+                    f"{held.wer(model, device, positions, amp)}")
+                last_eval = time.time()
             if done:
                 break
         else:
             epoch += 1
+            start_batch = batch_in_epoch = 0
     save_ckpt()
     finished = (a.max_steps and step >= a.max_steps) or train_seconds >= budget
     summary = {"steps": step, "epochs": epoch, "train_minutes": round(train_seconds / 60, 2),
-               "utterances": len(feats), "hours": round(hours, 3), "parameters": nparams,
+               "utterances": len(frames), "hours": round(hours, 3), "parameters": nparams,
                "finished": bool(finished)}
     if a.export and finished:
         files = export(model, tok, a.export, a.max_file_mib)
