@@ -6,7 +6,9 @@ JOBS        ?= $(shell nproc)
 ADDRESS     ?= 0.0.0.0
 PORT        ?= 50051
 METRICS_PORT ?= 8080
-MODEL_DIR   ?=
+# The bundled model (issue #8) when it is there; MODEL_DIR= serves none.
+BUNDLED_MODEL := models/en-conformer-ctc
+MODEL_DIR   ?= $(if $(wildcard $(BUNDLED_MODEL)/config.json),$(BUNDLED_MODEL),)
 CMAKE_FLAGS ?=
 
 SERVE_MODEL := $(if $(MODEL_DIR),--model-dir $(MODEL_DIR),)

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +27,67 @@ bool ParseDType(const std::string& name, DType* dtype) {
   }
   return false;
 }
+
+// The bytes of a file, or of the parts it was split into, read in order.
+class SplitFile {
+ public:
+  // `path` itself when it exists; else path.part00, path.part01, ... up to
+  // the first number missing (tools/train/checkpoint.py split_file writes
+  // them so that no file in the repository exceeds 16 MiB). NOT_FOUND when
+  // neither is there.
+  static absl::StatusOr<SplitFile> Open(const std::string& path) {
+    SplitFile file;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+      file.files_.push_back(path);
+    } else {
+      for (int i = 0;; ++i) {
+        std::string part = absl::StrCat(path, ".part", i < 10 ? "0" : "", i);
+        if (!std::filesystem::is_regular_file(part, ec)) break;
+        file.files_.push_back(std::move(part));
+      }
+    }
+    if (file.files_.empty()) {
+      return absl::NotFoundError(absl::StrCat("cannot open ", path, " (nor ", path, ".part00)"));
+    }
+    for (const std::string& f : file.files_) {
+      const uint64_t size = std::filesystem::file_size(f, ec);
+      if (ec) return absl::NotFoundError(absl::StrCat("cannot stat ", f, ": ", ec.message()));
+      file.size_ += size;
+    }
+    return file;
+  }
+
+  uint64_t size() const { return size_; }
+  int num_parts() const { return static_cast<int>(files_.size()); }
+
+  // Reads the next `n` bytes into `dst`; false on a short read.
+  bool Read(void* dst, uint64_t n) {
+    char* out = static_cast<char*>(dst);
+    while (n > 0) {
+      if (!in_.is_open() || in_.peek() == std::char_traits<char>::eof()) {
+        if (next_ == files_.size()) return false;
+        in_.close();
+        in_.clear();
+        in_.open(files_[next_++], std::ios::binary);
+        if (!in_) return false;
+        continue;
+      }
+      in_.read(out, static_cast<std::streamsize>(n));
+      const uint64_t got = static_cast<uint64_t>(in_.gcount());
+      out += got;
+      n -= got;
+      if (n > 0) in_.clear();  // The part ended; the next one continues.
+    }
+    return true;
+  }
+
+ private:
+  std::vector<std::string> files_;
+  uint64_t size_ = 0;
+  size_t next_ = 0;
+  std::ifstream in_;
+};
 
 }  // namespace
 
@@ -61,13 +125,10 @@ float BFloat16ToFloat(uint16_t bits) {
 
 absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  in.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+  OASR_ASSIGN_OR_RETURN(SplitFile in, SplitFile::Open(path));
+  const uint64_t file_size = in.size();
   uint8_t len_bytes[8];
-  if (file_size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8)) {
+  if (file_size < 8 || !in.Read(len_bytes, 8)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": too short for a safetensors file"));
   }
   uint64_t header_len = 0;
@@ -77,12 +138,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
                                                    " exceeds the file size ", file_size));
   }
   std::string header(header_len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  if (!in.Read(header.data(), header_len)) {
+    return absl::DataLossError(absl::StrCat(path, ": short read"));
+  }
   auto reader = std::unique_ptr<SafetensorsReader>(new SafetensorsReader());
   reader->path_ = path;
   reader->data_.resize(file_size - 8 - header_len);
-  if (!in.read(reinterpret_cast<char*>(reader->data_.data()),
-               static_cast<std::streamsize>(reader->data_.size()))) {
+  if (!in.Read(reader->data_.data(), reader->data_.size())) {
     return absl::DataLossError(absl::StrCat(path, ": short read"));
   }
 

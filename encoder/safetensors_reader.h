@@ -27,7 +27,10 @@ class SafetensorsReader {
   // Reads and validates the whole file: header length within the file, JSON
   // well formed, every entry with a known dtype, a shape whose byte size
   // equals its offsets, and offsets inside the data section without overlap.
-  // Errors name the file and the offending tensor.
+  // Errors name the file and the offending tensor. When `path` does not
+  // exist, its parts path.part00, path.part01, ... (consecutive numbers) are
+  // read as one file: the bundled model is split so that no file in the
+  // repository exceeds 16 MiB. NOT_FOUND when neither exists.
   static absl::StatusOr<std::unique_ptr<SafetensorsReader>> Open(const std::string& path);
 
   const std::string& path() const { return path_; }

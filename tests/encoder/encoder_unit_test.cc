@@ -3,6 +3,8 @@
 #include <cmath>
 #include <complex>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numbers>
 #include <random>
 #include <string>
@@ -76,6 +78,34 @@ TEST(SafetensorsReaderTest, RejectsCorruptFiles) {
   ASSERT_TRUE(reader.ok());
   EXPECT_THAT(std::string((*reader)->ReadFloat32("i").status().message()), HasSubstr("int64"));
   EXPECT_EQ(SafetensorsReader::Open(TempPath("absent")).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A file split at arbitrary byte boundaries (inside the header length, the
+// header and a tensor) reads as the whole file when the whole one is absent.
+TEST(SafetensorsReaderTest, ReadsSplitParts) {
+  const std::string whole = TempPath("split_whole.safetensors");
+  WriteSafetensors(whole, {{"a", FloatTensor({2, 3}, {1, 2, 3, 4, 5, 6})},
+                           {"b", FloatTensor({4}, {-1, -2, -3, -4})}});
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = TempPath("split.safetensors");
+  std::filesystem::remove(path);
+  const size_t cuts[] = {0, 5, 30, bytes.size() - 10, bytes.size()};
+  for (int i = 0; i < 4; ++i) {
+    testing::WriteFile(path + ".part0" + std::to_string(i),
+                       bytes.substr(cuts[i], cuts[i + 1] - cuts[i]));
+  }
+  auto reader = SafetensorsReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto b = (*reader)->ReadFloat32("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->data<float>()[3], -4.0f);
+  EXPECT_EQ((*reader)->ReadFloat32("a")->data<float>()[5], 6.0f);
+  // A missing part shortens the data: an error naming a tensor, not garbage.
+  std::filesystem::remove(path + ".part03");
+  EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()), HasSubstr("tensor '"));
+  std::filesystem::remove(path + ".part00");
+  EXPECT_EQ(SafetensorsReader::Open(path).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(NpyTest, RoundTrip) {

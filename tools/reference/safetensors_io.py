@@ -1,7 +1,9 @@
 """A small safetensors reader/writer (8-byte little-endian header length,
 JSON header, raw little-endian data), so the tools need no extra package."""
 
+import hashlib
 import json
+import os
 import struct
 
 import torch
@@ -31,9 +33,29 @@ def save(tensors: dict, path: str, metadata: dict = None):
             f.write(raw)
 
 
+def read_bytes(path: str) -> bytes:
+    """The bytes of path, or, when it does not exist, of its parts
+    path.part00, path.part01, ... concatenated (as the C++ reader does; the
+    bundled model is split to keep files under 16 MiB), checked against
+    path.sha256 when that file is there."""
+    if os.path.exists(path) or not os.path.exists(path + ".part00"):
+        with open(path, "rb") as f:
+            return f.read()
+    chunks = []
+    while os.path.exists(f"{path}.part{len(chunks):02d}"):
+        with open(f"{path}.part{len(chunks):02d}", "rb") as f:
+            chunks.append(f.read())
+    data = b"".join(chunks)
+    if os.path.exists(path + ".sha256"):
+        with open(path + ".sha256", encoding="utf-8") as f:
+            expected = f.read().split()[0]
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise ValueError(f"{path}: the {len(chunks)} parts do not match {path}.sha256")
+    return data
+
+
 def load(path: str) -> dict:
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_bytes(path)
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + n])
     base = 8 + n

@@ -1,5 +1,6 @@
 """Unit tests of the reference model (run with /usr/bin/python3 -m unittest)."""
 
+import hashlib
 import math
 import os
 import tempfile
@@ -155,6 +156,25 @@ class ModelDirTest(unittest.TestCase):
         for k, v in tensors.items():
             self.assertEqual(back[k].dtype, v.dtype)
             self.assertTrue(torch.equal(back[k], v))
+
+    def test_safetensors_parts(self):
+        tensors = {"a": torch.randn(30), "b": torch.randn(4, 5).to(torch.float16)}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.safetensors")
+            safetensors_io.save(tensors, path)
+            with open(path, "rb") as f:
+                data = f.read()
+            os.remove(path)
+            for i, (lo, hi) in enumerate([(0, 5), (5, 100), (100, len(data))]):
+                with open(f"{path}.part{i:02d}", "wb") as f:
+                    f.write(data[lo:hi])
+            with open(path + ".sha256", "w", encoding="utf-8") as f:
+                f.write(hashlib.sha256(data).hexdigest() + "\n")
+            back = safetensors_io.load(path)
+            self.assertTrue(torch.equal(back["b"], tensors["b"]))
+            os.remove(path + ".part02")
+            with self.assertRaisesRegex(ValueError, "sha256"):
+                safetensors_io.load(path)
 
     def test_write_and_load_same_outputs(self):
         for dtype, as_json in (("float32", False), ("float16", True), ("bfloat16", False)):

@@ -19,6 +19,10 @@ machine produce the same evaluation audio from the same synthesizer build.
 
     python3 -m tools.train.synth --corpus tools/train/corpus --out WORK/data \
         --workers 16 --max-train 60000 --max-minutes 4
+
+With --max-train 0 only the evaluation set is written (to --eval-out, or
+OUT/eval), e.g. to evaluate a model on a machine other than the one that
+trained it.
 """
 
 import argparse
@@ -228,13 +232,28 @@ def train_plan(sentences, families, count: int, seed: int):
     return plan
 
 
+def eval_plan(sentences, families, per_voice: int, seed: int):
+    """[(family, text, utterance id, seed)] of the evaluation set: per family
+    `per_voice` held-out sentences drawn in a seeded order."""
+    erng = random.Random(seed + 1)
+    items = []
+    for fi, family in enumerate(families):
+        picks = erng.sample(range(len(sentences)), min(per_voice, len(sentences)))
+        for k, si in enumerate(picks):
+            items.append((family, sentences[si], f"{family.replace(':', '_')}-{k:03d}",
+                          seed * 100003 + fi * 1009 + k))
+    return items
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--corpus", required=True, help="folder with train.txt.gz, heldout.txt.gz")
     p.add_argument("--out", required=True)
     p.add_argument("--voices", default=",".join(ALL_FAMILIES))
     p.add_argument("--heldout-voices", default=DEFAULT_HELDOUT)
-    p.add_argument("--max-train", type=int, default=60000, help="training utterances")
+    p.add_argument("--max-train", type=int, default=60000,
+                   help="training utterances (0: only the evaluation set)")
+    p.add_argument("--eval-out", help="folder of the evaluation set (default OUT/eval)")
     p.add_argument("--eval-per-voice", type=int, default=40)
     p.add_argument("--job-size", type=int, default=25)
     p.add_argument("--workers", type=int, default=os.cpu_count())
@@ -251,29 +270,27 @@ def main(argv=None):
     families = probe_families(requested)
     heldout = [v for v in families if v in a.heldout_voices.split(",")]
     train_families = [v for v in families if v not in heldout]
-    if not train_families:
+    if not train_families and a.max_train > 0:
         sys.exit("synth: no working training voice")
-    os.makedirs(os.path.join(a.out, "train"), exist_ok=True)
-    eval_dir = os.path.join(a.out, "eval")
+    train_dir = os.path.join(a.out, "train")
+    if a.max_train > 0:
+        os.makedirs(train_dir, exist_ok=True)
+    eval_dir = a.eval_out or os.path.join(a.out, "eval")
     os.makedirs(eval_dir, exist_ok=True)
 
     heldout_sents = read_lines(os.path.join(a.corpus, "heldout.txt.gz"))
-    erng = random.Random(a.seed + 1)
-    eval_items = []
-    for fi, family in enumerate(families):
-        picks = erng.sample(range(len(heldout_sents)), min(a.eval_per_voice, len(heldout_sents)))
-        for k, si in enumerate(picks):
-            eval_items.append((family, heldout_sents[si], f"{family.replace(':', '_')}-{k:03d}",
-                               a.seed * 100003 + fi * 1009 + k))
+    eval_items = eval_plan(heldout_sents, families, a.eval_per_voice, a.seed)
     eval_jobs = [(eval_dir, eval_items[i:i + a.job_size])
                  for i in range(0, len(eval_items), a.job_size)]
 
-    sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
-    plan = train_plan(sentences, train_families, a.max_train, a.seed)
-    jobs = [(os.path.join(a.out, "train", f"shard{j:05d}.pt"), a.seed * 7919 + j,
-             plan[i:i + a.job_size])
-            for j, i in enumerate(range(0, len(plan), a.job_size))]
-    jobs = [j for j in jobs if not os.path.exists(j[0])]  # resumable
+    jobs = []
+    if a.max_train > 0:
+        sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
+        plan = train_plan(sentences, train_families, a.max_train, a.seed)
+        jobs = [(os.path.join(train_dir, f"shard{j:05d}.pt"), a.seed * 7919 + j,
+                 plan[i:i + a.job_size])
+                for j, i in enumerate(range(0, len(plan), a.job_size))]
+        jobs = [j for j in jobs if not os.path.exists(j[0])]  # resumable
 
     rows = []
     utts = seconds = 0.0
@@ -292,9 +309,9 @@ def main(argv=None):
     with open(os.path.join(eval_dir, "eval.jsonl"), "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    for leftover in os.listdir(os.path.join(a.out, "train")):
+    for leftover in os.listdir(train_dir) if a.max_train > 0 else []:
         if leftover.endswith(".tmp"):
-            os.remove(os.path.join(a.out, "train", leftover))
+            os.remove(os.path.join(train_dir, leftover))
     summary = {"train_voices": train_families, "heldout_voices": heldout,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "eval_utterances": len(rows), "minutes": round((time.time() - t0) / 60, 2)}
