@@ -20,7 +20,6 @@ import time
 import torch
 
 from tools.reference import frontend, model_dir
-from tools.train import checkpoint
 from tools.train.synth import DEFAULT_HELDOUT, read_wav
 from tools.train.train_forward import PositionCache, encode, greedy_decode
 
@@ -52,14 +51,6 @@ def load_units(path: str):
     return [units[i] for i in range(len(units))]
 
 
-def ensure_joined(model_path: str):
-    """Reassembles model.safetensors from its parts when it was split."""
-    target = os.path.join(model_path, "model.safetensors")
-    parts = sorted(p for p in os.listdir(model_path) if p.startswith("model.safetensors.part"))
-    if not os.path.exists(target) and parts:
-        checkpoint.main(["join", target] + [os.path.join(model_path, p) for p in parts])
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True)
@@ -71,7 +62,6 @@ def main(argv=None):
     p.add_argument("--max-per-voice", type=int, default=0)
     a = p.parse_args(argv)
     t0 = time.time()
-    ensure_joined(a.model)
     model = model_dir.load_model_dir(a.model)
     units = load_units(os.path.join(a.model, "units.txt"))
     device = torch.device(a.device)

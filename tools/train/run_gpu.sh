@@ -9,7 +9,7 @@
 #
 # Settings (environment): WORK (default <repo>/.train_work), DEBS (default
 # <repo>/.devdebs; when it holds no .deb the synthesizers on PATH are used),
-# SYNTH_MINUTES (4), TRAIN_MINUTES (10.5, total over all calls), CALL_MINUTES
+# SYNTH_MINUTES (3.4), TRAIN_MINUTES (19, total over all calls), CALL_MINUTES
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
 # (utterances, 200000; the synthesis time budget usually ends it first),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
@@ -19,7 +19,8 @@
 # Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
 # model.safetensors.partNN (or model.safetensors), model_meta.tar (config.json,
 # units.txt, model.safetensors.sha256, bpe.model, eval.json/.md, summaries).
-# Join here with: python3 -m tools.train.checkpoint join MODEL/model.safetensors MODEL/model.safetensors.part*
+# The parts are the model directory's file as committed: the C++ loader and
+# tools/reference read model.safetensors.partNN in order when the whole file is absent.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 call_start=$(date +%s)
@@ -29,8 +30,8 @@ cd "$repo"
 WORK="${WORK:-$repo/.train_work}"
 DEBS="${DEBS:-$repo/.devdebs}"
 PY="${PYTHON:-python3}"
-SYNTH_MINUTES="${SYNTH_MINUTES:-4}"
-TRAIN_MINUTES="${TRAIN_MINUTES:-10.5}"
+SYNTH_MINUTES="${SYNTH_MINUTES:-3.4}"
+TRAIN_MINUTES="${TRAIN_MINUTES:-19}"
 CALL_MINUTES="${CALL_MINUTES:-9.3}"
 MAX_TRAIN="${MAX_TRAIN:-200000}"
 EVAL_PER_VOICE="${EVAL_PER_VOICE:-40}"

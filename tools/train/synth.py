@@ -101,8 +101,17 @@ def voice_settings(family: str, rng: random.Random, clean: bool) -> dict:
     return {"stretch": 1.0 if clean else round(rng.uniform(0.8, 1.25), 3)}
 
 
+# The end of the last synthesizer run's output per engine, for the probe to
+# say why a voice does not work.
+LAST_OUTPUT = {}
+
+
 def _run(cmd):
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    LAST_OUTPUT[os.path.basename(cmd[0])] = (
+        f"exit {r.returncode}: " + r.stdout.decode(errors="replace")[-600:])
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, cmd)
 
 
 def synthesize(items, tmp: str):
@@ -210,7 +219,9 @@ def probe_families(families, tmp_root=None):
             if x is not None and x.abs().max() > 0.01:
                 ok.append(family)
             else:
-                print(f"synth: voice {family} does not work here; skipped", file=sys.stderr)
+                engine = {"espeak": "espeak-ng"}.get(family.split(":")[0], family.split(":")[0])
+                print(f"synth: voice {family} does not work here; skipped "
+                      f"({LAST_OUTPUT.get(engine, 'no output')!r})", file=sys.stderr)
     return ok
 
 

@@ -198,10 +198,10 @@ def main(argv=None):
     p.add_argument("--linear-units", type=int, default=1024)
     p.add_argument("--kernel", type=int, default=15)
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--batch-frames", type=int, default=60000, help="padded fbank frames a batch")
-    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--batch-frames", type=int, default=120000, help="padded fbank frames a batch")
+    p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--final-lr-ratio", type=float, default=0.02)
-    p.add_argument("--warmup-steps", type=int, default=600)
+    p.add_argument("--warmup-steps", type=int, default=1000)
     p.add_argument("--weight-decay", type=float, default=1e-3)
     p.add_argument("--max-minutes", type=float, default=11.0,
                    help="total training wall-clock budget, over all resumed runs")
@@ -214,7 +214,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     p.add_argument("--max-file-mib", type=float, default=16)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--sortagrad", action="store_true",
+    p.add_argument("--sortagrad", action=argparse.BooleanOptionalAction, default=True,
                    help="first epoch in order of length, shortest first")
     p.add_argument("--eval-data", help="synth.py eval folder: log a held-out greedy WER")
     p.add_argument("--eval-per-voice", type=int, default=12)
@@ -313,7 +313,7 @@ def main(argv=None):
             if torch.isfinite(grad_norm):
                 opt.step()
             step += 1
-            lv = float(loss)
+            lv = float(loss.detach())
             train_seconds += time.time() - t0
             window["loss"] += lv * len(idx)
             window["utts"] += len(idx)
