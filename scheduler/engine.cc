@@ -160,11 +160,14 @@ absl::Status Engine::Init() {
   ready_.reserve(cache_config_.max_batch_size);
   ready_now_.reserve(cache_config_.max_batch_size);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
+  // With eviction a stream keeps only its window, so its length has no
+  // ceiling; without, max_stream_frames is where it ends with "length".
   spdlog::info(
-      "engine: {} slots, chunk {} frames, left chunks {}, pool {} blocks ({:.1f} MiB), "
-      "max stream {:.1f} s",
+      "engine: {} slots, chunk {} frames, left chunks {}, pool {} blocks ({:.1f} MiB), {} {:.1f} s",
       cache_config_.max_batch_size, g.chunk_size, cache_config_.num_left_chunks,
       cache_config_.max_num_blocks, cache_config_.pool_bytes() / 1048576.0,
+      cache_config_.eviction_enabled() ? "streams of any length, attention history"
+                                       : "max stream",
       cache_config_.max_stream_seconds());
   return absl::OkStatus();
 }

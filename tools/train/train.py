@@ -178,7 +178,7 @@ def export(model: ConformerCtcModel, tok: Tokenizer, out_dir: str, max_file_mib:
     model = model.to("cpu").float().eval()
     for stale in glob.glob(os.path.join(out_dir, "model.safetensors*")):
         os.remove(stale)
-    model_dir.write_model_dir(model, out_dir, dtype="float16", chunk_size=16, num_left_chunks=-1,
+    model_dir.write_model_dir(model, out_dir, dtype="float16", chunk_size=16, num_left_chunks=4,
                               units=tok.units)
     files = checkpoint.split_file(os.path.join(out_dir, "model.safetensors"),
                                   int(max_file_mib * 1024 * 1024))
