@@ -344,9 +344,11 @@ void Engine::Loop() {
     event.finish = FinishReason::kCancelled;
     stats_.finished[static_cast<int>(FinishReason::kCancelled)].fetch_add(1);
     command.open->shared->ended = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --open_streams_;
+    }
     command.open->shared->outbox.Push(std::move(event));
-    std::lock_guard<std::mutex> lock(mu_);
-    --open_streams_;
   }
   std::vector<Stream*> all;
   all.reserve(streams_.size());
@@ -733,11 +735,13 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   stats_.finished[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   admission_blocked_ = false;  // Its blocks and slot are free again.
   s.shared->ended = true;
-  s.shared->outbox.Push(std::move(event));
   {
+    // Before the last event: its reader may open a stream at once, and must
+    // find this one's place free.
     std::lock_guard<std::mutex> lock(mu_);
     --open_streams_;
   }
+  s.shared->outbox.Push(std::move(event));
   streams_.erase(s.id);  // Destroys s.
 }
 
