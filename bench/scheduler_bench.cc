@@ -4,7 +4,10 @@
 //    no-op model (constant blank-heavy log-probs) and greedy decoding over 8
 //    units. The engine's own clocks split its thread's time into front end,
 //    model, decoder and the rest; "the rest" per stream per tick is the
-//    scheduler's overhead (goal: under 1 us).
+//    scheduler's overhead (goal: under 1 us). Run with the front end inline
+//    (its share is timed and taken out) and, with --frontend-threads N, on
+//    N workers (off the scheduler thread, so it cannot evict the
+//    scheduler's data between streams).
 // 2. Real time: N streams, each sending 100 ms of audio every 100 ms, through
 //    the CPU engine with the published geometry (12 x 256 x 2048, V = 5002,
 //    640 ms chunks; a random model written by bench/encoder_torch.py), for
@@ -87,9 +90,10 @@ std::unique_ptr<decoder::CtcDecoder> Decoder(std::vector<std::string> units,
   return std::move(*dec);
 }
 
-void Overhead(int streams) {
+void Overhead(int streams, int frontend_threads) {
   EngineConfig config;
   config.max_batch_size = streams;
+  config.frontend_threads = frontend_threads;
   config.max_waiting = 0;
   config.decoder.method = decoder::SearchMethod::kGreedy;
   auto engine = Engine::Create(
@@ -120,17 +124,20 @@ void Overhead(int streams) {
     while (s.chunks_processed.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   };
   wait_chunks(streams);
-  const int64_t t0 = s.tick_ns, f0 = s.frontend_ns, m0 = s.model_ns, d0 = s.decode_ns,
-                k0 = s.ticks, c0 = s.chunks_processed;
+  const int64_t t0 = s.tick_ns, f0 = s.frontend_ns, m0 = s.model_ns, d0 = s.decode_ns, k0 = s.ticks,
+                c0 = s.chunks_processed, p0 = s.frontend_pool_ns;
   for (auto& h : handles) (void)h->PushAudio({audio.data() + first, audio.size() - first});
   wait_chunks(4LL * streams);
   const double chunks = static_cast<double>(s.chunks_processed - c0);
   const double tick = static_cast<double>(s.tick_ns - t0), fe = static_cast<double>(s.frontend_ns - f0),
                model = static_cast<double>(s.model_ns - m0), dec = static_cast<double>(s.decode_ns - d0);
-  std::printf("%8d streams  %5lld ticks  %7.0f stream-chunks  front end %7.2f us  model %6.2f us  "
-              "decode %6.2f us  scheduler %6.3f us  (per stream per tick)\n",
-              streams, static_cast<long long>(s.ticks - k0), chunks, fe / chunks / 1e3,
-              model / chunks / 1e3, dec / chunks / 1e3, (tick - fe - model - dec) / chunks / 1e3);
+  std::printf(
+      "%8d streams  %5lld ticks  %7.0f stream-chunks  front end %7.2f us%s  model %6.2f us  "
+      "decode %6.2f us  scheduler %6.3f us  (per stream per tick)\n",
+      streams, static_cast<long long>(s.ticks - k0), chunks,
+      (frontend_threads > 0 ? static_cast<double>(s.frontend_pool_ns - p0) : fe) / chunks / 1e3,
+      frontend_threads > 0 ? " (pool)" : "", model / chunks / 1e3, dec / chunks / 1e3,
+      (tick - fe - model - dec) / chunks / 1e3);
   for (auto& h : handles) (void)h->EndAudio();
   for (auto& h : handles) {
     StreamEvent event;
@@ -212,14 +219,22 @@ bool RealTime(const std::string& model_dir, int streams, double seconds, int thr
 
 int main(int argc, char** argv) {
   using namespace oasr::scheduler;
-  std::printf("== scheduler overhead, no-op model, greedy decoding over 8 units\n");
-  Overhead(1000);
-  if (argc > 2 && std::string(argv[2]) == "--overhead-only") return 0;
-  Overhead(10000);
+  // Arguments: [encoder threads] [--overhead-only] [--frontend-threads N]
+  bool overhead_only = false;
+  int frontend_threads = 0;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--overhead-only") overhead_only = true;
+    if (arg == "--frontend-threads" && i + 1 < argc) frontend_threads = std::atoi(argv[++i]);
+  }
+  std::printf(
+      "== scheduler overhead, no-op model, greedy decoding over 8 units, front end %s\n",
+      frontend_threads > 0 ? (std::to_string(frontend_threads) + " threads").c_str() : "inline");
+  Overhead(1000, frontend_threads);
+  Overhead(10000, frontend_threads);
 
-  // Arguments: [encoder threads] [--overhead-only]
   const int threads = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
-  if (argc > 2 && std::string(argv[2]) == "--overhead-only") return 0;
+  if (overhead_only) return 0;
   const std::string model_dir = EnsureBenchModel();
   if (model_dir.empty()) {
     std::printf("== real-time streams: skipped (no model: /usr/bin/python3 with torch is needed)\n");

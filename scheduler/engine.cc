@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/pool_sizing.h"
 #include "common/check.h"
+#include "scheduler/cohort_decode.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::scheduler {
@@ -60,19 +61,29 @@ absl::Status EngineConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_buffered_audio_s: ", max_buffered_audio_s, " must be positive"));
   }
+  if (frontend_threads < 0 || frontend_threads > kMaxFrontendThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
+                                                   " is outside [0, ", kMaxFrontendThreads,
+                                                   "] (0 runs the front end inline)"));
+  }
   return decoder.Validate();
 }
 
-// A command from another thread to the scheduler.
+// A command from another thread to the scheduler. Kept small: the open
+// arguments (a request with its vectors) travel behind a pointer, so audio
+// commands cost the scheduler no frees but their samples'.
 struct Engine::Command {
-  enum class Type { kOpen, kAudio, kEnd, kCancel };
+  enum class Type { kOpen, kAudio, kEnd, kCancel, kFrontEnd };
+  struct Open {
+    std::shared_ptr<StreamShared> shared;
+    StreamRequest request;
+  };
   Type type = Type::kAudio;
   int64_t stream_id = 0;
-  Clock::time_point time = Clock::now();
-  std::vector<int16_t> audio;                 // kAudio
-  std::shared_ptr<StreamShared> shared;       // kOpen
-  StreamRequest request;                      // kOpen
-  absl::Status error;                         // kCancel: why (OK: the client left)
+  Clock::time_point time;
+  std::vector<int16_t> audio;  // kAudio
+  std::unique_ptr<Open> open;  // kOpen
+  absl::Status error;          // kCancel: why (OK: the client left)
 };
 
 // One stream, owned by the scheduler thread.
@@ -80,7 +91,8 @@ struct Engine::Stream {
   int64_t id = 0;
   StreamRequest request;
   std::shared_ptr<StreamShared> shared;
-  std::unique_ptr<encoder::FeaturePipeline> frontend;
+  // Shared with the front-end workers while they hold work of this stream.
+  std::shared_ptr<StreamFrontEnd> frontend;
   std::optional<cache::StreamContext> context;  // Set while admitted.
   bool admitted = false;
   size_t active_index = 0;  // Position in active_ while admitted.
@@ -89,7 +101,7 @@ struct Engine::Stream {
   cache::DecoderState* decoder_state = nullptr;
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
-  bool input_finished = false;
+  bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
   Clock::time_point opened;
   Clock::time_point last_audio;     // Arrival of the latest audio command.
   std::optional<Clock::time_point> ready_since;  // When the next chunk's audio was complete.
@@ -147,6 +159,11 @@ absl::Status Engine::Init() {
   if (!cnn.ok()) return cnn.status();
   cnn_ = std::move(*cnn);
   ctc_ = std::make_unique<cache::CtcStateCacheManager>(decoder_.get(), cache_config_.max_batch_size);
+  if (config_.frontend_threads > 0) {
+    frontend_pool_ = std::make_unique<FrontEndPool>(
+        config_.frontend_threads, [this](int64_t id) { FrontEndDone(id); },
+        &stats_.frontend_pool_ns);
+  }
 
   conv_scratch_.assign(static_cast<size_t>(cache_config_.max_batch_size) * cache_config_.num_layers *
                            cache_config_.cnn_cache_frames() * cache_config_.hidden_dim,
@@ -156,6 +173,11 @@ absl::Status Engine::Init() {
   rows_.reserve(cache_config_.max_batch_size);
   row_streams_.reserve(cache_config_.max_batch_size);
   row_ids_.reserve(cache_config_.max_batch_size);
+  row_states_.reserve(cache_config_.max_batch_size);
+  row_frames_.reserve(cache_config_.max_batch_size);
+  row_status_.reserve(cache_config_.max_batch_size);
+  row_results_.resize(cache_config_.max_batch_size);
+  latencies_.reserve(cache_config_.max_batch_size);
   active_.reserve(cache_config_.max_batch_size);
   ready_.reserve(cache_config_.max_batch_size);
   ready_now_.reserve(cache_config_.max_batch_size);
@@ -163,16 +185,24 @@ absl::Status Engine::Init() {
   // With eviction a stream keeps only its window, so its length has no
   // ceiling; without, max_stream_frames is where it ends with "length".
   spdlog::info(
-      "engine: {} slots, chunk {} frames, left chunks {}, pool {} blocks ({:.1f} MiB), {} {:.1f} s",
+      "engine: {} slots, chunk {} frames, left chunks {}, pool {} blocks ({:.1f} MiB), "
+      "{} {:.1f} s, front end {}",
       cache_config_.max_batch_size, g.chunk_size, cache_config_.num_left_chunks,
       cache_config_.max_num_blocks, cache_config_.pool_bytes() / 1048576.0,
       cache_config_.eviction_enabled() ? "streams of any length, attention history"
                                        : "max stream",
-      cache_config_.max_stream_seconds());
+      cache_config_.max_stream_seconds(),
+      config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")
+                                   : std::string("inline"));
   return absl::OkStatus();
 }
 
-Engine::~Engine() { Stop(); }
+Engine::~Engine() {
+  Stop();
+  // Joins the workers while the command queue they report to still exists;
+  // their streams were closed by Stop, so nothing they finish is used.
+  frontend_pool_.reset();
+}
 
 void Engine::Stop() {
   {
@@ -196,8 +226,8 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
   auto shared = std::make_shared<StreamShared>(std::move(notify));
   Command command;
   command.type = Command::Type::kOpen;
-  command.shared = shared;
-  command.request = request;
+  command.time = Clock::now();
+  command.open = std::make_unique<Command::Open>(Command::Open{shared, request});
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -220,6 +250,7 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
 }
 
 void Engine::Enqueue(Command command) {
+  command.time = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     commands_.push_back(std::move(command));
@@ -275,6 +306,13 @@ void EngineStream::Cancel() {
   engine_->Enqueue(std::move(command));
 }
 
+void Engine::FrontEndDone(int64_t id) {
+  Command command;
+  command.type = Command::Type::kFrontEnd;
+  command.stream_id = id;
+  Enqueue(std::move(command));
+}
+
 void Engine::AssertSchedulerThread() const {
   OASR_CHECK(std::this_thread::get_id() == thread_id_,
              "cache managers, model and decoder belong to the scheduler thread");
@@ -309,12 +347,15 @@ void Engine::Loop() {
     StreamEvent event;
     event.finish = FinishReason::kCancelled;
     stats_.finished[static_cast<int>(FinishReason::kCancelled)].fetch_add(1);
-    command.shared->ended = true;
-    command.shared->outbox.Push(std::move(event));
-    std::lock_guard<std::mutex> lock(mu_);
-    --open_streams_;
+    command.open->shared->ended = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --open_streams_;
+    }
+    command.open->shared->outbox.Push(std::move(event));
   }
   std::vector<Stream*> all;
+  all.reserve(streams_.size());
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
 }
@@ -334,19 +375,20 @@ void Engine::Handle(Command& command) {
   if (command.type == Command::Type::kOpen) {
     auto s = std::make_unique<Stream>();
     s->id = command.stream_id;
-    s->request = command.request;
-    s->shared = command.shared;
+    s->request = std::move(command.open->request);
+    s->shared = std::move(command.open->shared);
     s->opened = command.time;
     s->last_audio = command.time;
     absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> frontend =
-        model_->CreateFrontEnd(command.request.sample_rate);
+        model_->CreateFrontEnd(s->request.sample_rate);
     Stream& ref = *s;
     streams_[s->id] = std::move(s);
     if (!frontend.ok()) {
       Finish(ref, FinishReason::kError, frontend.status());
       return;
     }
-    ref.frontend = std::move(*frontend);
+    ref.frontend =
+        std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(), ref.id);
     const ModelGeometry& g = model_->geometry();
     ref.window.assign(static_cast<size_t>(g.WindowFrames(g.chunk_size)) * g.feature_dim, 0.0f);
     waiting_.push_back(&ref);
@@ -358,9 +400,13 @@ void Engine::Handle(Command& command) {
   switch (command.type) {
     case Command::Type::kAudio: {
       if (s.input_finished) return;
-      ScopedNanos timer(stats_.frontend_ns);
-      absl::Status status = s.frontend->AcceptPcm16(command.audio.data(),
-                                                    static_cast<int64_t>(command.audio.size()));
+      absl::Status status;
+      if (frontend_pool_ == nullptr) {
+        ScopedNanos timer(stats_.frontend_ns);
+        status = s.frontend->Push(std::move(command.audio));
+      } else {
+        status = s.frontend->Push(std::move(command.audio));  // Queued for a worker.
+      }
       if (!status.ok()) {
         Finish(s, FinishReason::kError, status);
         return;
@@ -372,9 +418,29 @@ void Engine::Handle(Command& command) {
     }
     case Command::Type::kEnd: {
       s.input_finished = true;
-      absl::Status status = s.frontend->InputFinished();
-      if (!status.ok()) Finish(s, FinishReason::kError, status);
+      absl::Status status;
+      {
+        ScopedNanos timer(stats_.frontend_ns);
+        status = s.frontend->End();
+      }
+      if (!status.ok()) {
+        Finish(s, FinishReason::kError, status);
+        return;
+      }
       if (!s.ready_since.has_value()) s.ready_since = command.time;
+      MarkReady(s);
+      return;
+    }
+    case Command::Type::kFrontEnd: {
+      // A worker published features (or the end, or a failure).
+      absl::Status status = s.frontend->error();
+      if (!status.ok()) {
+        Finish(s, FinishReason::kError, status);
+        return;
+      }
+      if (!s.ready_since.has_value() && (ChunkReady(s) || Drained(s))) {
+        s.ready_since = s.last_audio;
+      }
       MarkReady(s);
       return;
     }
@@ -438,12 +504,10 @@ bool Engine::ChunkReady(const Stream& s) const {
   const int64_t start = s.chunks_done * g.StrideFrames();
   const int64_t available = s.frontend->NumFramesReady() - start;
   if (available >= g.WindowFrames(g.chunk_size)) return true;
-  return s.input_finished && available > g.right_context;
+  return s.frontend->flushed() && available > g.right_context;
 }
 
-bool Engine::Drained(const Stream& s) const {
-  return s.input_finished && !ChunkReady(s);
-}
+bool Engine::Drained(const Stream& s) const { return s.frontend->flushed() && !ChunkReady(s); }
 
 void Engine::MarkReady(Stream& s) {
   if (s.admitted && !s.queued && (ChunkReady(s) || Drained(s))) {
@@ -501,23 +565,24 @@ void Engine::RunCohort() {
     if (kept == 0) return;
   }
 
-  for (Stream* s : row_streams_) {
-    const int64_t start = s->chunks_done * g.StrideFrames();
-    const int64_t frames =
-        std::min<int64_t>(g.WindowFrames(g.chunk_size), s->frontend->NumFramesReady() - start);
-    absl::Status got;
-    {
-      ScopedNanos timer(stats_.frontend_ns);
-      got = s->frontend->GetFrames(start, frames, s->window.data());
+  // Each row's feature window (a copy of the front end's published frames).
+  {
+    ScopedNanos timer(stats_.frontend_ns);
+    for (Stream* s : row_streams_) {
+      const int64_t start = s->chunks_done * g.StrideFrames();
+      s->window_frames =
+          std::min<int64_t>(g.WindowFrames(g.chunk_size), s->frontend->NumFramesReady() - start);
+      absl::Status got = s->frontend->GetFrames(start, s->window_frames, s->window.data());
+      OASR_CHECK(got.ok(), std::string(got.message()));
     }
-    OASR_CHECK(got.ok(), std::string(got.message()));
-    s->window_frames = frames;
+  }
+  for (Stream* s : row_streams_) {
     CohortRow row;
     row.context = &*s->context;
     row.feats = s->window.data();
-    row.feat_frames = frames;
+    row.feat_frames = s->window_frames;
     row.offset = s->offset;
-    row.out_frames = g.OutputFrames(frames);
+    row.out_frames = g.OutputFrames(s->window_frames);
     row.conv_state = ConvScratch(rows_.size());
     absl::Status conv = s->context->GetCnnCache(row.conv_state);
     OASR_CHECK(conv.ok(), std::string(conv.message()));
@@ -536,73 +601,98 @@ void Engine::RunCohort() {
     return;
   }
 
-  const int64_t vocab = g.vocab_size;
-  int64_t row_offset = 0;
-  for (size_t b = 0; b < rows_.size(); ++b) {
+  // Commit every row; a row whose commit fails is left out of the decode.
+  const size_t n = rows_.size();
+  row_states_.resize(n);
+  row_frames_.resize(n);
+  row_commit_.resize(n);
+  row_status_.resize(n);
+  for (size_t b = 0; b < n; ++b) {
     Stream& s = *row_streams_[b];
-    const int64_t out = rows_[b].out_frames;
-    const float* lp = log_probs_.data() + row_offset * vocab;
-    row_offset += out;
-    absl::Status decoded = s.context->CommitChunkPaged(out, rows_[b].conv_state);
-    if (decoded.ok()) {
-      ScopedNanos timer(stats_.decode_ns);
-      TensorView chunk(const_cast<float*>(lp), DType::kFloat32, Shape{out, vocab}, Device::Cpu());
-      decoded = decoder_->DecodeChunk(*s.decoder_state, chunk);
-    }
-    if (!decoded.ok()) {
-      Finish(s, FinishReason::kError, decoded);
-      continue;
-    }
-    ++s.chunks_done;
-    s.offset += out;
-    const int64_t next_start = s.chunks_done * g.StrideFrames();
-    {
-      ScopedNanos timer(stats_.frontend_ns);
-      s.frontend->DiscardFramesBefore(next_start);
-    }
-    // Input-rate samples whose frames are now decoded (for the audio bound).
-    const int64_t consumed =
-        next_start * 160 * s.request.sample_rate / 16000;
-    s.shared->samples_consumed.store(std::min(consumed, s.shared->samples_pushed.load()));
-    stats_.chunks_processed.fetch_add(1, std::memory_order_relaxed);
-    MarkReady(s);  // Already has the next chunk (a client ahead of real time) or its end.
-    stats_.audio_ms_processed.fetch_add(
-        static_cast<int64_t>(out * decoder_->config().frame_shift_ms), std::memory_order_relaxed);
-    EmitAfterChunk(s);
+    row_commit_[b] = s.context->CommitChunkPaged(rows_[b].out_frames, rows_[b].conv_state);
+    row_states_[b] = row_commit_[b].ok() ? s.decoder_state : nullptr;
+    row_frames_[b] = static_cast<int32_t>(rows_[b].out_frames);
   }
+  {
+    // One batched decode for the cohort, then every row's results (reading
+    // them is the decoder's work too).
+    ScopedNanos timer(stats_.decode_ns);
+    DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.data(), g.chunk_size, row_status_);
+    for (size_t b = 0; b < n; ++b) {
+      if (!row_commit_[b].ok()) row_status_[b] = std::move(row_commit_[b]);
+      if (!row_status_[b].ok()) continue;
+      RowResults& r = row_results_[b];
+      cache::DecoderState& state = *row_states_[b];
+      r.finals = decoder_->TakeFinalResults(state);
+      r.status = decoder_->GetStatus(state);
+      r.partial.reset();
+      if (row_streams_[b]->request.interim_results && !r.status.finished) {
+        r.partial = decoder_->PartialResult(state);
+      }
+    }
+  }
+  {
+    ScopedNanos timer(stats_.frontend_ns);
+    for (size_t b = 0; b < n; ++b) {
+      Stream& s = *row_streams_[b];
+      if (row_status_[b].ok())
+        s.frontend->DiscardFramesBefore((s.chunks_done + 1) * g.StrideFrames());
+    }
+  }
+  const Clock::time_point now = Clock::now();
+  latencies_.clear();
+  int64_t decoded = 0, out_frames = 0;
+  for (size_t b = 0; b < n; ++b) {
+    if (row_status_[b].ok()) {
+      ++decoded;
+      out_frames += rows_[b].out_frames;
+    }
+    AfterChunk(b, now);  // May finish the row's stream.
+  }
+  if (!latencies_.empty()) stats_.chunk_latency_s.Observe(latencies_);
+  stats_.chunks_processed.fetch_add(decoded, std::memory_order_relaxed);
+  stats_.audio_ms_processed.fetch_add(
+      static_cast<int64_t>(out_frames * decoder_->config().frame_shift_ms),
+      std::memory_order_relaxed);
 }
 
-void Engine::EmitAfterChunk(Stream& s) {
-  cache::DecoderState& state = *s.decoder_state;
-  StreamEvent event;
-  decoder::StreamStatus status;
-  {
-    ScopedNanos timer(stats_.decode_ns);  // Reading results is the decoder's work too.
-    event.results = decoder_->TakeFinalResults(state);
-    status = decoder_->GetStatus(state);
+void Engine::AfterChunk(size_t row, Clock::time_point now) {
+  Stream& s = *row_streams_[row];
+  if (!row_status_[row].ok()) {
+    Finish(s, FinishReason::kError, std::move(row_status_[row]));
+    return;
   }
-  event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
+  const ModelGeometry& g = model_->geometry();
+  ++s.chunks_done;
+  s.offset += rows_[row].out_frames;
+  // Input-rate samples whose frames are now decoded (for the audio bound).
+  const int64_t consumed = s.chunks_done * g.StrideFrames() * 160 * s.request.sample_rate / 16000;
+  s.shared->samples_consumed.store(
+      std::min(consumed, s.shared->samples_pushed.load(std::memory_order_relaxed)),
+      std::memory_order_relaxed);
   if (s.ready_since.has_value()) {
-    stats_.chunk_latency_s.Observe(SecondsSince(*s.ready_since));
+    latencies_.push_back(std::chrono::duration<double>(now - *s.ready_since).count());
     s.ready_since.reset();
   }
   if (ChunkReady(s)) s.ready_since = s.last_audio;
-  if (status.finished) {
+  MarkReady(s);  // Already has the next chunk (a client ahead of real time) or its end.
+
+  RowResults& r = row_results_[row];
+  StreamEvent event;
+  event.results = std::move(r.finals);
+  event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
+  if (r.status.finished) {
     // single_utterance: the first endpoint ends the stream.
     Finish(s, FinishReason::kEndpoint, absl::OkStatus(), std::move(event.results));
     return;
   }
   if (!event.results.empty()) s.last_partial.clear();
-  if (s.request.interim_results) {
-    decoder::DecodeResult partial;
-    {
-      ScopedNanos timer(stats_.decode_ns);
-      partial = decoder_->PartialResult(state);
-    }
-    const std::string& text = partial.nbest.empty() ? std::string() : partial.nbest[0].transcript;
+  if (r.partial.has_value()) {
+    const std::string& text =
+        r.partial->nbest.empty() ? std::string() : r.partial->nbest[0].transcript;
     if (text != s.last_partial) {
       s.last_partial = text;
-      event.results.push_back(std::move(partial));
+      event.results.push_back(std::move(*r.partial));
     }
   }
   if (!event.results.empty()) s.shared->outbox.Push(std::move(event));
@@ -632,6 +722,9 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     OASR_CHECK(freed.ok(), std::string(freed.message()));
     s.context.reset();
   }
+  // Work a front-end worker still holds is dropped; the worker frees the
+  // pipeline if it lets go last.
+  if (s.frontend != nullptr) s.frontend->Close();
   if (s.queued) ready_.erase(std::find(ready_.begin(), ready_.end(), &s));
   if (s.admitted) {
     // Swap-remove: active_'s order carries no meaning.
@@ -646,11 +739,13 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   stats_.finished[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   admission_blocked_ = false;  // Its blocks and slot are free again.
   s.shared->ended = true;
-  s.shared->outbox.Push(std::move(event));
   {
+    // Before the last event: its reader may open a stream at once, and must
+    // find this one's place free.
     std::lock_guard<std::mutex> lock(mu_);
     --open_streams_;
   }
+  s.shared->outbox.Push(std::move(event));
   streams_.erase(s.id);  // Destroys s.
 }
 

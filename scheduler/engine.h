@@ -5,13 +5,12 @@
 // stream's outbox.
 //
 // Per tick the scheduler: drains the commands (feeding audio to each stream's
-// front end), admits waiting streams into free slots, picks every admitted
-// stream with a full chunk ready (or a final short chunk after the end of
-// its audio), ends streams at their cache ceiling ("length"), prepares all
-// their blocks in one batched call, runs one cohort forward across streams
-// at any offsets, commits, decodes, applies the endpoint rules and emits
-// events. Idle streams cost nothing; with no work the thread sleeps until a
-// command arrives.
+// front end, inline or on the front-end pool), admits waiting streams into free slots, picks every
+// admitted stream with a full chunk ready (or a final short chunk after the end of its audio), ends
+// streams at their cache ceiling ("length"), prepares all their blocks in one batched call, runs
+// one cohort forward across streams at any offsets, commits, decodes the cohort in one batched
+// call, applies the endpoint rules and emits events. Idle streams cost nothing; with no work the
+// thread sleeps until a command (or a front-end worker's result) arrives.
 #pragma once
 
 #include <atomic>
@@ -21,11 +20,12 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/attention_cache_manager.h"
@@ -37,6 +37,7 @@
 #include "scheduler/engine_config.h"
 #include "scheduler/engine_stats.h"
 #include "scheduler/stream_events.h"
+#include "scheduler/stream_front_end.h"
 #include "scheduler/streaming_model.h"
 
 namespace oasr::scheduler {
@@ -100,8 +101,8 @@ class Engine {
   absl::StatusOr<std::unique_ptr<EngineStream>> OpenStream(const StreamRequest& request,
                                                            std::function<void()> notify = {});
 
-  // Ends every stream with "cancelled" and stops the scheduler thread.
-  // Idempotent; thread-safe.
+  // Ends every stream with "cancelled" and stops the scheduler thread (the
+  // front-end workers stop with the engine). Idempotent; thread-safe.
   void Stop();
 
   const EngineStats& stats() const { return stats_; }
@@ -111,6 +112,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   friend class EngineStream;
   struct Command;
   struct Stream;
@@ -120,6 +122,8 @@ class Engine {
   absl::Status Init();
 
   void Enqueue(Command command);
+  // A front-end worker published stream `id`'s work (any thread).
+  void FrontEndDone(int64_t id);
   void Loop();
   // One pass: commands, admission, one cohort. Returns true when more work
   // is ready without waiting for a command.
@@ -131,7 +135,8 @@ class Engine {
   // the end of its audio) to process.
   void MarkReady(Stream& s);
   void RunCohort();
-  void EmitAfterChunk(Stream& s);
+  // After row `row`'s chunk was decoded: bookkeeping, then its event.
+  void AfterChunk(size_t row, Clock::time_point now);
   // Ends `s` with `reason`: final results when it ran to an end, the event,
   // and every resource back to its pool. Removes it from the scheduler.
   // `results` (already taken from the decoder) go first on the last event.
@@ -164,7 +169,7 @@ class Engine {
   int64_t open_streams_ = 0;  // Opened and not yet finished (guarded by mu_).
 
   // Scheduler-thread state.
-  std::unordered_map<int64_t, std::unique_ptr<Stream>> streams_;
+  absl::flat_hash_map<int64_t, std::unique_ptr<Stream>> streams_;
   std::deque<Stream*> waiting_;
   std::vector<Stream*> active_;       // Admitted (holding a slot).
   std::vector<Stream*> ready_;        // Admitted with a chunk or an end to process.
@@ -173,10 +178,26 @@ class Engine {
   std::vector<CohortRow> rows_;        // Scratch, reused every tick.
   std::vector<Stream*> row_streams_;   // Scratch.
   std::vector<int64_t> row_ids_;       // Scratch.
+  // Scratch per cohort row: decoder state (null: left out), frames, the
+  // commit's and the row's outcome, the decoder's results.
+  std::vector<cache::DecoderState*> row_states_;
+  std::vector<int32_t> row_frames_;
+  std::vector<absl::Status> row_commit_;
+  std::vector<absl::Status> row_status_;
+  struct RowResults {
+    std::vector<decoder::DecodeResult> finals;
+    decoder::StreamStatus status;
+    std::optional<decoder::DecodeResult> partial;  // With interim results.
+  };
+  std::vector<RowResults> row_results_;  // Scratch.
+  std::vector<double> latencies_;        // Scratch: this tick's chunk latencies.
   std::vector<float> log_probs_;       // Scratch [max_batch_size, chunk, V].
   std::vector<float> conv_scratch_;    // Scratch [max_batch_size, layers, 1, K - 1, d].
   std::thread thread_;
   std::thread::id thread_id_;
+  // Front-end workers (null: inline). Declared last, so destroyed first:
+  // its workers call FrontEndDone, which needs the command queue.
+  std::unique_ptr<FrontEndPool> frontend_pool_;
 };
 
 }  // namespace oasr::scheduler

@@ -10,6 +10,8 @@
 namespace oasr::scheduler {
 
 struct EngineConfig {
+  static constexpr int kMaxFrontendThreads = 256;
+
   // Streams admitted at once: each holds a cache slot, and one cohort forward
   // runs at most this many. Streams beyond it wait.
   int max_batch_size = 64;
@@ -33,6 +35,12 @@ struct EngineConfig {
   // client sending faster than the engine decodes gets RESOURCE_EXHAUSTED
   // beyond it.
   double max_buffered_audio_s = 60.0;
+  // Threads that run the streams' front ends (resampling, fbank, CMVN); 0
+  // runs them inline on the scheduler thread. With threads, a stream's audio
+  // is still processed in order, by one worker at a time, and the scheduler
+  // never waits for it: a stream is ready once a full chunk's features have
+  // been published.
+  int frontend_threads = 0;
   // The CTC decoder (search, frame shift, default stream options).
   decoder::CtcDecoderConfig decoder;
 

@@ -7,13 +7,15 @@ namespace oasr::scheduler {
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
 
-void Histogram::Observe(double value) {
-  const size_t bucket =
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+void Histogram::Observe(double value) { Observe(std::span<const double>(&value, 1)); }
+
+void Histogram::Observe(std::span<const double> values) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++counts_[bucket];
-  sum_ += value;
-  ++count_;
+  for (const double value : values) {
+    ++counts_[std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin()];
+    sum_ += value;
+  }
+  count_ += values.size();
 }
 
 Histogram::Snapshot Histogram::Read() const {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "scheduler/stream_events.h"
@@ -17,6 +18,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
   void Observe(double value);
+  // Observe for each value, under one lock.
+  void Observe(std::span<const double> values);
 
   struct Snapshot {
     std::vector<double> upper_bounds;  // Finite bounds; +Inf is implied.
@@ -49,10 +52,13 @@ struct EngineStats {
   // Where the scheduler thread's time goes, in nanoseconds: whole ticks, and
   // within them the front end (resampling, fbank), the model forward and
   // the decoder. The rest of a tick is the scheduler's own overhead.
+  // frontend_ns counts only front-end work on the scheduler thread;
+  // frontend_threads > 0 moves it to frontend_pool_ns (workers, all summed).
   std::atomic<int64_t> tick_ns{0};
   std::atomic<int64_t> frontend_ns{0};
   std::atomic<int64_t> model_ns{0};
   std::atomic<int64_t> decode_ns{0};
+  std::atomic<int64_t> frontend_pool_ns{0};
 
   Histogram chunk_latency_s;  // Audio that completed a chunk arrived -> its result out.
   Histogram queue_time_s;     // OpenStream -> admitted.

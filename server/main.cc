@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--num-threads", options.num_threads, "Encoder threads per cohort forward")
       ->capture_default_str();
+  app.add_option("--frontend-threads", options.frontend_threads,
+                 "Threads for resampling and fbank off the scheduler thread (0: on it)")
+      ->capture_default_str();
   app.add_option("--max-pending-responses", options.max_pending_responses,
                  "Responses waiting for a slow reader before reading pauses")
       ->capture_default_str();

@@ -104,6 +104,7 @@ absl::Status Server::LoadModel() {
   model_options.engine.max_batch_size = options_.max_active_streams;
   model_options.engine.max_waiting = options_.max_waiting_streams;
   model_options.engine.max_buffered_audio_s = options_.max_buffered_audio_seconds;
+  model_options.engine.frontend_threads = options_.frontend_threads;
   spdlog::info("loading model {}", options_.model_dir);
   absl::StatusOr<std::unique_ptr<ServedModel>> model = ServedModel::Load(model_options);
   if (!model.ok()) {

@@ -47,6 +47,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: ", num_threads, " is outside [1, 256]"));
   }
+  if (frontend_threads < 0 || frontend_threads > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
+                                                   " is outside [0, 256] (0 runs it inline)"));
+  }
   if (max_pending_responses < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_pending_responses: ", max_pending_responses, " is below 1"));

@@ -1,7 +1,9 @@
 // Everything oasr-server is configured with, from flags or a config file.
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 
@@ -44,6 +46,10 @@ struct ServerOptions {
   double max_buffered_audio_seconds = 60.0;
   // Encoder threads per cohort forward.
   int num_threads = 1;
+  // Threads that run the streams' front ends (resampling, fbank) off the
+  // scheduler thread; 0 runs them on it. Default: half the hardware
+  // threads, at most 4, at least 1.
+  int frontend_threads = DefaultFrontendThreads();
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio.
   int max_pending_responses = 16;
@@ -66,6 +72,10 @@ struct ServerOptions {
 
   // Rejects out-of-range values with a message naming field, value and limit.
   absl::Status Validate() const;
+
+  static int DefaultFrontendThreads() {
+    return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 4);
+  }
 };
 
 }  // namespace oasr::server

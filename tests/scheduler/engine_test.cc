@@ -161,8 +161,24 @@ void ExpectAllFreed(const Engine& engine) {
   EXPECT_EQ(engine.stats().pool_blocks_used.load(), 0);
 }
 
-TEST(EngineTest, ManyStreamsEachGetWhatTheyGetAlone) {
-  EngineConfig config;
+// Runs with the front end inline (0) and on a pool of workers.
+class EngineFrontEndTest : public ::testing::TestWithParam<int> {
+ protected:
+  EngineConfig Config() const {
+    EngineConfig config;
+    config.frontend_threads = GetParam();
+    return config;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(FrontEnd, EngineFrontEndTest, ::testing::Values(0, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("Inline")
+                                                  : "Pool" + std::to_string(info.param);
+                         });
+
+TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
+  EngineConfig config = Config();
   config.max_batch_size = 24;
   config.max_waiting = 400;
   config.max_wait_ms = 5;
@@ -348,8 +364,8 @@ TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
   EXPECT_TRUE(engine.OpenStream({}).ok());
 }
 
-TEST(EngineTest, CancelMidStreamFreesEverything) {
-  EngineConfig config;
+TEST_P(EngineFrontEndTest, CancelMidStreamFreesEverything) {
+  EngineConfig config = Config();
   config.max_batch_size = 4;
   TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
@@ -364,6 +380,95 @@ TEST(EngineTest, CancelMidStreamFreesEverything) {
                 absl::StatusCode::kFailedPrecondition);
   }
   ExpectAllFreed(engine);
+}
+
+TEST_P(EngineFrontEndTest, ManySmallPiecesStayInOrder) {
+  // 10 ms messages (the front end's frame shift): every piece is a separate
+  // unit of front-end work, so a pool that reordered or overlapped a
+  // stream's pieces would change its features and its transcript.
+  EngineConfig config = Config();
+  config.max_batch_size = 4;
+  TestEngine setup = MakeEngine(config);
+  std::mt19937 rng(31);
+  const int rates[] = {16000, 8000, 44100, 16000};
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  std::vector<std::vector<int16_t>> audio;
+  for (int rate : rates) {
+    StreamRequest request;
+    request.sample_rate = rate;
+    streams.push_back(*setup.engine->OpenStream(request));
+    audio.push_back(MakeAudio(rng, 2.5, rate));
+  }
+  for (size_t sent = 0; sent < audio[2].size();) {
+    bool any = false;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const size_t step = static_cast<size_t>(rates[i] / 100);
+      const size_t from = sent * rates[i] / rates[2];
+      if (from >= audio[i].size()) continue;
+      const size_t n = std::min(step, audio[i].size() - from);
+      ASSERT_TRUE(streams[i]->PushAudio({audio[i].data() + from, n}).ok());
+      any = true;
+    }
+    sent += static_cast<size_t>(rates[2] / 100);
+    if (!any) break;
+  }
+  for (auto& s : streams) ASSERT_TRUE(s->EndAudio().ok());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    Collected c = Collect(*streams[i]);
+    ASSERT_EQ(c.finish, FinishReason::kStop) << c.error;
+    ExpectSameResults(c.finals,
+                      TranscribeAlone(*setup.engine, *setup.model, audio[i], rates[i], {}),
+                      "stream " + std::to_string(i));
+  }
+  ExpectAllFreed(*setup.engine);
+}
+
+TEST_P(EngineFrontEndTest, CancelWhileFrontEndWorkIsInFlight) {
+  // Each stream is cancelled (or its engine destroyed) right after a large
+  // push, so its front-end work is still queued or running: it must end
+  // "cancelled", free its slot and pipeline once, and leave others intact.
+  EngineConfig config = Config();
+  config.max_batch_size = 4;
+  config.max_waiting = 64;
+  std::mt19937 rng(37);
+  {
+    TestEngine setup = MakeEngine(config);
+    Engine& engine = *setup.engine;
+    const std::vector<int16_t> survivor_audio = MakeAudio(rng, 1.5, 16000);
+    auto survivor = *engine.OpenStream({});
+    ASSERT_TRUE(survivor->PushAudio(survivor_audio).ok());
+    for (int i = 0; i < 24; ++i) {
+      StreamRequest request;
+      request.sample_rate = i % 2 == 0 ? 44100 : 8000;
+      auto s = *engine.OpenStream(request);
+      ASSERT_TRUE(s->PushAudio(MakeAudio(rng, 2.0, request.sample_rate)).ok());
+      if (i % 3 == 0) {
+        ASSERT_TRUE(s->EndAudio().ok());
+      }
+      s->Cancel();
+      Collected c = Collect(*s);
+      EXPECT_EQ(c.finish, FinishReason::kCancelled) << "stream " << i;
+      // The owner lets go at once: s is destroyed here, work or not.
+    }
+    ASSERT_TRUE(survivor->EndAudio().ok());
+    Collected c = Collect(*survivor);
+    EXPECT_EQ(c.finish, FinishReason::kStop) << c.error;
+    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, survivor_audio, 16000, {}),
+                      "survivor");
+    ExpectAllFreed(engine);
+  }
+  {
+    // The engine goes away while streams' front-end work is queued.
+    TestEngine setup = MakeEngine(config);
+    std::vector<std::unique_ptr<EngineStream>> streams;
+    for (int i = 0; i < 8; ++i) {
+      streams.push_back(*setup.engine->OpenStream({}));
+      ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 3.0, 16000)).ok());
+    }
+    setup.engine->Stop();
+    for (auto& s : streams) EXPECT_EQ(Collect(*s, 10).finish, FinishReason::kCancelled);
+    setup.engine.reset();
+  }
 }
 
 TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
@@ -429,6 +534,9 @@ TEST(EngineTest, BadRequestsNameTheField) {
   EngineConfig bad;
   bad.max_batch_size = 0;
   EXPECT_NE(bad.Validate().message().find("max_batch_size: 0"), std::string::npos);
+  EngineConfig threads;
+  threads.frontend_threads = -1;
+  EXPECT_NE(threads.Validate().message().find("frontend_threads: -1"), std::string::npos);
 }
 
 }  // namespace

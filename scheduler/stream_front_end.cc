@@ -1,0 +1,195 @@
+#include "scheduler/stream_front_end.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "encoder/fbank.h"
+
+namespace oasr::scheduler {
+
+using encoder::Fbank;
+
+FrontEndPool::FrontEndPool(int threads, std::function<void(int64_t tag)> on_done,
+                           std::atomic<int64_t>* busy_ns)
+    : on_done_(std::move(on_done)), busy_ns_(busy_ns) {
+  OASR_CHECK(threads >= 1, "a front-end pool needs at least one thread");
+  workers_.reserve(static_cast<size_t>(threads));
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+FrontEndPool::~FrontEndPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  queue_.clear();
+}
+
+void FrontEndPool::Submit(std::shared_ptr<StreamFrontEnd> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void FrontEndPool::Work() {
+  while (true) {
+    std::shared_ptr<StreamFrontEnd> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job->Run();
+  }
+}
+
+StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeaturePipeline> pipeline,
+                               FrontEndPool* pool, int64_t tag)
+    : pipeline_(std::move(pipeline)), pool_(pool), tag_(tag) {}
+
+absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
+  if (pool_ == nullptr) {
+    absl::Status status = pipeline_->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size()));
+    frames_ready_.store(pipeline_->NumFramesReady(), std::memory_order_release);
+    return status;
+  }
+  bool submit = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return absl::OkStatus();
+    pending_.push_back(std::move(audio));
+    submit = !scheduled_;
+    scheduled_ = true;
+  }
+  if (submit) pool_->Submit(shared_from_this());
+  return absl::OkStatus();
+}
+
+absl::Status StreamFrontEnd::End() {
+  if (pool_ == nullptr) {
+    absl::Status status = pipeline_->InputFinished();
+    frames_ready_.store(pipeline_->NumFramesReady(), std::memory_order_release);
+    flushed_.store(status.ok(), std::memory_order_release);
+    return status;
+  }
+  bool submit = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return absl::OkStatus();
+    end_pending_ = true;
+    submit = !scheduled_;
+    scheduled_ = true;
+  }
+  if (submit) pool_->Submit(shared_from_this());
+  return absl::OkStatus();
+}
+
+void StreamFrontEnd::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  pending_.clear();
+  end_pending_ = false;
+}
+
+absl::Status StreamFrontEnd::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void StreamFrontEnd::Run() {
+  while (true) {
+    bool end = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_ || !error_.ok() || (pending_.empty() && !end_pending_)) {
+        scheduled_ = false;
+        return;
+      }
+      taken_.swap(pending_);
+      end = end_pending_;
+      end_pending_ = false;
+    }
+    // The pipeline is this worker's alone: the owner reads only what is
+    // published, and no other worker runs this stream until scheduled_ drops.
+    const auto started = std::chrono::steady_clock::now();
+    absl::Status status;
+    for (const std::vector<int16_t>& audio : taken_) {
+      status = pipeline_->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size()));
+      if (!status.ok()) break;
+    }
+    taken_.clear();
+    if (status.ok() && end) status = pipeline_->InputFinished();
+    if (pool_->busy_ns_ != nullptr) {
+      pool_->busy_ns_->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count(),
+                                 std::memory_order_relaxed);
+    }
+    bool more = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) {
+        scheduled_ = false;
+        return;
+      }
+      PublishLocked();
+      if (!status.ok()) error_ = status;
+      if (status.ok() && end) flushed_.store(true, std::memory_order_release);
+      more = status.ok() && (!pending_.empty() || end_pending_);
+      if (!more) scheduled_ = false;
+    }
+    pool_->on_done_(tag_);
+    if (!more) return;
+  }
+}
+
+void StreamFrontEnd::PublishLocked() {
+  const int64_t have = frames_ready_.load(std::memory_order_relaxed);
+  const int64_t ready = pipeline_->NumFramesReady();
+  if (ready == have) return;
+  const size_t at = frames_.size();
+  frames_.resize(at + static_cast<size_t>(ready - have) * Fbank::kNumBins);
+  absl::Status got = pipeline_->GetFrames(have, ready - have, frames_.data() + at);
+  OASR_CHECK(got.ok(), std::string(got.message()));
+  pipeline_->DiscardFramesBefore(ready);
+  frames_ready_.store(ready, std::memory_order_release);
+}
+
+absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out) const {
+  if (pool_ == nullptr) return pipeline_->GetFrames(start, count, out);
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t ready = frames_ready_.load(std::memory_order_relaxed);
+  if (start < first_frame_ || count < 0 || start + count > ready) {
+    return absl::OutOfRangeError(absl::StrCat("StreamFrontEnd: frames [", start, ", ",
+                                              start + count, ") not published (have [",
+                                              first_frame_, ", ", ready, "))"));
+  }
+  std::memcpy(out, frames_.data() + (start - first_frame_) * Fbank::kNumBins,
+              static_cast<size_t>(count) * Fbank::kNumBins * sizeof(float));
+  return absl::OkStatus();
+}
+
+void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
+  if (pool_ == nullptr) {
+    pipeline_->DiscardFramesBefore(frame);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t drop = std::clamp<int64_t>(
+      frame - first_frame_, 0, frames_ready_.load(std::memory_order_relaxed) - first_frame_);
+  frames_.erase(frames_.begin(),
+                frames_.begin() + static_cast<std::ptrdiff_t>(drop * Fbank::kNumBins));
+  first_frame_ += drop;
+}
+
+}  // namespace oasr::scheduler

@@ -1,0 +1,118 @@
+// A stream's front end (resampling, fbank, CMVN) as the engine drives it:
+// inline on the scheduler thread, or on a small pool of workers so that the
+// scheduler thread only batches and decodes.
+//
+// With a pool, each stream's audio is processed in the order it was pushed
+// by at most one worker at a time, and its features become visible to the
+// scheduler only when a worker publishes them (a short copy under the
+// stream's lock), so the scheduler never waits for resampling or fbank.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "encoder/feature_pipeline.h"
+
+namespace oasr::scheduler {
+
+class StreamFrontEnd;
+
+// Workers that run StreamFrontEnd work. Thread-safe.
+class FrontEndPool {
+ public:
+  // Starts `threads` (>= 1) workers. `on_done(tag)` runs on a worker after a
+  // stream's work was published (new frames, the end flushed, or an error);
+  // it must not block and must stay callable until the pool is destroyed.
+  // `busy_ns` (not owned, may be null) accumulates the workers' time in
+  // pipelines, in nanoseconds.
+  FrontEndPool(int threads, std::function<void(int64_t tag)> on_done,
+               std::atomic<int64_t>* busy_ns = nullptr);
+  // Joins the workers; work still queued is dropped (its streams are freed
+  // with the last reference).
+  ~FrontEndPool();
+  FrontEndPool(const FrontEndPool&) = delete;
+  FrontEndPool& operator=(const FrontEndPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()); }
+
+ private:
+  friend class StreamFrontEnd;
+  void Submit(std::shared_ptr<StreamFrontEnd> job);
+  void Work();
+
+  std::function<void(int64_t)> on_done_;
+  std::atomic<int64_t>* const busy_ns_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<StreamFrontEnd>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+// One stream's front end. The owner (the scheduler thread) calls Push, End,
+// Close and the frame reads; with a pool, a worker runs the pipeline in
+// between. Create it with std::make_shared (workers hold a reference while
+// its work is queued or running, so Close and dropping the owner's reference
+// are safe at any time: the pipeline is freed once, by whoever lets go last).
+class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
+ public:
+  // `pool` (not owned, may be null: inline) must outlive the stream's work;
+  // `tag` is passed to the pool's on_done.
+  StreamFrontEnd(std::unique_ptr<encoder::FeaturePipeline> pipeline, FrontEndPool* pool,
+                 int64_t tag);
+
+  // Queues 16-bit PCM at the stream's rate (moved in, not copied). Inline, it
+  // is processed now and a failure is returned; with a pool it returns OK and
+  // a failure shows in error() once a worker met it.
+  absl::Status Push(std::vector<int16_t> audio);
+  // No more audio: the resampler's tail is flushed after the queued audio.
+  absl::Status End();
+  // Drops queued work and the output of work in flight. Idempotent.
+  void Close();
+
+  // Frames published since the start (discarded ones included).
+  int64_t NumFramesReady() const { return frames_ready_.load(std::memory_order_acquire); }
+  // True once End's flush is published: no frame will follow.
+  bool flushed() const { return flushed_.load(std::memory_order_acquire); }
+  // A worker's failure (sticky; OK inline, where Push and End return it).
+  absl::Status error() const;
+
+  // Copies published frames [start, start + count) to out ([count, 80]).
+  // OUT_OF_RANGE when they are not published yet or were discarded.
+  absl::Status GetFrames(int64_t start, int64_t count, float* out) const;
+  // Forgets published frames before `frame`.
+  void DiscardFramesBefore(int64_t frame);
+
+ private:
+  friend class FrontEndPool;
+  // Worker: processes the queued audio (and end) until none is left.
+  void Run();
+  // Copies the pipeline's new frames into frames_. Requires mu_.
+  void PublishLocked();
+
+  const std::unique_ptr<encoder::FeaturePipeline> pipeline_;
+  FrontEndPool* const pool_;
+  const int64_t tag_;
+
+  mutable std::mutex mu_;                      // Guards everything below that is not atomic.
+  std::vector<std::vector<int16_t>> pending_;  // Audio not yet given to the pipeline.
+  std::vector<std::vector<int16_t>> taken_;    // Worker scratch (keeps capacity).
+  bool end_pending_ = false;
+  bool scheduled_ = false;  // Queued on or running on a worker.
+  bool closed_ = false;
+  absl::Status error_;
+  std::vector<float> frames_;  // Published [n, 80] frames from first_frame_ on (pool only).
+  int64_t first_frame_ = 0;
+  std::atomic<int64_t> frames_ready_{0};
+  std::atomic<bool> flushed_{false};
+};
+
+}  // namespace oasr::scheduler

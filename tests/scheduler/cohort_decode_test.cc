@@ -1,0 +1,118 @@
+// The engine's batched decode over packed cohort log-probs: the same results
+// as decoding each stream alone, and a stream whose decode fails fails alone.
+#include "scheduler/cohort_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "tests/decoder/test_util.h"
+
+namespace oasr::scheduler {
+namespace {
+
+constexpr int kV = 8;
+constexpr int64_t kT = 4;  // Frames in a full chunk.
+
+std::unique_ptr<decoder::CtcDecoder> MakeDecoder() {
+  decoder::CtcDecoderConfig config;
+  config.stream.endpoint.enabled = false;
+  auto dec = decoder::CtcDecoder::Create(config, decoder::testing::NumberedUnits(kV));
+  EXPECT_TRUE(dec.ok()) << dec.status();
+  return std::move(*dec);
+}
+
+// `frames` rows of random log-probabilities.
+std::vector<float> RandomRows(std::mt19937& rng, int64_t frames) {
+  std::uniform_real_distribution<float> p(0.01f, 1.0f);
+  std::vector<std::vector<float>> rows(frames, std::vector<float>(kV));
+  for (auto& row : rows) {
+    for (float& x : row) x = p(rng);
+  }
+  return decoder::testing::LogRows(rows);
+}
+
+struct Cohort {
+  std::vector<int32_t> frames;              // Per row.
+  std::vector<std::vector<float>> per_row;  // Each row's [frames, V].
+  std::vector<float> packed;                // Sized rows x kT x V, packed at the front.
+};
+
+Cohort MakeCohort(std::mt19937& rng, std::vector<int32_t> frames) {
+  Cohort c;
+  c.frames = std::move(frames);
+  c.packed.assign(c.frames.size() * kT * kV, 0.0f);
+  size_t at = 0;
+  for (int32_t f : c.frames) {
+    c.per_row.push_back(RandomRows(rng, f));
+    std::copy(c.per_row.back().begin(), c.per_row.back().end(), c.packed.begin() + at);
+    at += c.per_row.back().size();
+  }
+  return c;
+}
+
+void ExpectSameTranscript(const decoder::CtcDecoder& dec, const cache::DecoderState& got,
+                          const cache::DecoderState& want, size_t row) {
+  const decoder::DecodeResult a = dec.PartialResult(got), b = dec.PartialResult(want);
+  ASSERT_EQ(a.nbest.size(), b.nbest.size()) << "row " << row;
+  for (size_t n = 0; n < a.nbest.size(); ++n) {
+    EXPECT_EQ(a.nbest[n].tokens, b.nbest[n].tokens) << "row " << row << " hyp " << n;
+    EXPECT_FLOAT_EQ(a.nbest[n].score, b.nbest[n].score) << "row " << row << " hyp " << n;
+  }
+  EXPECT_EQ(dec.GetStatus(got).frames_decoded, dec.GetStatus(want).frames_decoded) << "row " << row;
+}
+
+TEST(CohortDecodeTest, FullAndShortChunksMatchDecodingAlone) {
+  auto dec = MakeDecoder();
+  std::mt19937 rng(3);
+  // Short chunks (a stream's last) anywhere: each ends a DecodeChunks run.
+  const std::vector<int32_t> frames = {4, 4, 2, 4, 1, 3, 4, 4};
+  std::vector<std::unique_ptr<cache::DecoderState>> batched, alone;
+  std::vector<cache::DecoderState*> states;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    batched.push_back(dec->CreateState());
+    alone.push_back(dec->CreateState());
+    states.push_back(batched.back().get());
+  }
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    Cohort c = MakeCohort(rng, frames);
+    std::vector<absl::Status> status(frames.size());
+    DecodeCohort(*dec, states, c.frames, c.packed.data(), kT, status);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_TRUE(status[i].ok()) << "row " << i << ": " << status[i];
+      ASSERT_TRUE(dec->DecodeChunk(*alone[i], decoder::testing::View(c.per_row[i], kV)).ok());
+    }
+  }
+  for (size_t i = 0; i < frames.size(); ++i) ExpectSameTranscript(*dec, *batched[i], *alone[i], i);
+}
+
+TEST(CohortDecodeTest, AFailingStreamFailsAloneAndSkippedRowsAreUntouched) {
+  auto dec = MakeDecoder();
+  std::mt19937 rng(5);
+  const std::vector<int32_t> frames = {4, 4, 4, 2, 4};
+  std::vector<std::unique_ptr<cache::DecoderState>> batched, alone;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    batched.push_back(dec->CreateState());
+    alone.push_back(dec->CreateState());
+  }
+  // Row 1 has finished (DecodeChunks refuses the whole run for it); row 3 is
+  // skipped (its commit failed in the engine), though its frames are packed.
+  ASSERT_TRUE(dec->FinalizeStream(*batched[1]).ok());
+  std::vector<cache::DecoderState*> states = {batched[0].get(), batched[1].get(), batched[2].get(),
+                                              nullptr, batched[4].get()};
+  Cohort c = MakeCohort(rng, frames);
+  std::vector<absl::Status> status(frames.size(), absl::InternalError("unset"));
+  DecodeCohort(*dec, states, c.frames, c.packed.data(), kT, status);
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kFailedPrecondition) << status[1];
+  EXPECT_TRUE(status[3].ok()) << status[3];
+  EXPECT_EQ(dec->GetStatus(*batched[3]).frames_decoded, 0);
+  for (size_t i : {0, 2, 4}) {
+    EXPECT_TRUE(status[i].ok()) << "row " << i << ": " << status[i];
+    ASSERT_TRUE(dec->DecodeChunk(*alone[i], decoder::testing::View(c.per_row[i], kV)).ok());
+    ExpectSameTranscript(*dec, *batched[i], *alone[i], i);
+  }
+}
+
+}  // namespace
+}  // namespace oasr::scheduler

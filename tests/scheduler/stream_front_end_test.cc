@@ -1,0 +1,156 @@
+// The front-end pool: each stream's features come out as if its audio had
+// gone through its pipeline inline, in order, and closing a stream while a
+// worker holds its work is safe.
+#include "scheduler/stream_front_end.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <future>
+#include <random>
+#include <vector>
+
+#include "encoder/fbank.h"
+
+namespace oasr::scheduler {
+namespace {
+
+using encoder::Fbank;
+
+std::vector<int16_t> Tone(std::mt19937& rng, size_t n, int rate) {
+  std::uniform_real_distribution<double> freq(100, 3000);
+  std::normal_distribution<double> noise(0, 300);
+  const double f = freq(rng);
+  std::vector<int16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<int16_t>(
+        std::clamp(4000 * std::sin(2 * M_PI * f * i / rate) + noise(rng), -32768.0, 32767.0));
+  }
+  return out;
+}
+
+std::unique_ptr<encoder::FeaturePipeline> Pipeline(int rate) {
+  auto p = encoder::FeaturePipeline::Create({rate}, nullptr);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return std::move(*p);
+}
+
+// Counts on_done calls per tag and lets a test wait for a stream's flush.
+struct Done {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> calls;
+  void operator()(int64_t tag) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls[tag];
+    }
+    cv.notify_all();
+  }
+  void WaitFlushed(const StreamFrontEnd& f) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return f.flushed() || !f.error().ok(); });
+  }
+};
+
+TEST(StreamFrontEndTest, PoolKeepsEachStreamsAudioInOrder) {
+  constexpr int kStreams = 6;
+  Done done;
+  done.calls.assign(kStreams, 0);
+  FrontEndPool pool(3, [&](int64_t tag) { done(tag); });
+  std::mt19937 rng(21);
+  const int rates[] = {8000, 16000, 44100};
+  std::vector<std::shared_ptr<StreamFrontEnd>> pooled;
+  std::vector<std::unique_ptr<encoder::FeaturePipeline>> reference;
+  std::vector<std::vector<int16_t>> audio;
+  std::vector<size_t> sent(kStreams, 0);
+  for (int i = 0; i < kStreams; ++i) {
+    const int rate = rates[i % 3];
+    pooled.push_back(std::make_shared<StreamFrontEnd>(Pipeline(rate), &pool, i));
+    reference.push_back(Pipeline(rate));
+    audio.push_back(Tone(rng, static_cast<size_t>(rate * 1.5), rate));
+  }
+  // Small pieces of every stream, interleaved: a piece applied out of order
+  // or by two workers at once would change that stream's frames.
+  for (bool more = true; more;) {
+    more = false;
+    for (int i = 0; i < kStreams; ++i) {
+      const size_t n = std::min<size_t>(audio[i].size() - sent[i], 40 + rng() % 600);
+      if (n == 0) continue;
+      more = true;
+      std::vector<int16_t> piece(audio[i].begin() + sent[i], audio[i].begin() + sent[i] + n);
+      ASSERT_TRUE(reference[i]->AcceptPcm16(piece.data(), static_cast<int64_t>(n)).ok());
+      ASSERT_TRUE(pooled[i]->Push(std::move(piece)).ok());
+      sent[i] += n;
+    }
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(pooled[i]->End().ok());
+    ASSERT_TRUE(reference[i]->InputFinished().ok());
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    done.WaitFlushed(*pooled[i]);
+    ASSERT_TRUE(pooled[i]->error().ok()) << pooled[i]->error();
+    const int64_t frames = reference[i]->NumFramesReady();
+    ASSERT_EQ(pooled[i]->NumFramesReady(), frames) << "stream " << i;
+    std::vector<float> got(frames * Fbank::kNumBins), want(frames * Fbank::kNumBins);
+    ASSERT_TRUE(pooled[i]->GetFrames(0, frames, got.data()).ok());
+    ASSERT_TRUE(reference[i]->GetFrames(0, frames, want.data()).ok());
+    EXPECT_EQ(got, want) << "stream " << i;
+    // Discarding keeps later frames readable and earlier ones refused.
+    pooled[i]->DiscardFramesBefore(frames / 2);
+    EXPECT_EQ(pooled[i]->GetFrames(0, 1, got.data()).code(), absl::StatusCode::kOutOfRange);
+    ASSERT_TRUE(pooled[i]->GetFrames(frames / 2, frames - frames / 2, got.data()).ok());
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + (frames - frames / 2) * Fbank::kNumBins,
+                           want.begin() + frames / 2 * Fbank::kNumBins));
+  }
+}
+
+TEST(StreamFrontEndTest, InlineRunsOnTheCallersThread) {
+  std::mt19937 rng(2);
+  StreamFrontEnd f(Pipeline(16000), nullptr, 0);
+  ASSERT_TRUE(f.Push(Tone(rng, 16000, 16000)).ok());
+  const int64_t frames = f.NumFramesReady();  // Published before Push returns.
+  EXPECT_GT(frames, 90);                      // 1 s: about 98 frames of 10 ms.
+  EXPECT_FALSE(f.flushed());
+  ASSERT_TRUE(f.End().ok());
+  EXPECT_TRUE(f.flushed());
+  EXPECT_GE(f.NumFramesReady(), frames);
+}
+
+TEST(StreamFrontEndTest, ClosingWhileAWorkerHoldsTheStreamIsSafe) {
+  // One worker, held inside on_done after the stream's first piece: the
+  // owner then queues more, closes and lets go while the worker still has
+  // the stream and the queue holds it again.
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> calls{0};
+  std::weak_ptr<StreamFrontEnd> watch;
+  {
+    FrontEndPool pool(1, [&](int64_t) {
+      if (calls.fetch_add(1) == 0) {
+        entered.set_value();
+        released.wait();
+      }
+    });
+    std::mt19937 rng(4);
+    auto f = std::make_shared<StreamFrontEnd>(Pipeline(8000), &pool, 0);
+    watch = f;
+    ASSERT_TRUE(f->Push(Tone(rng, 4000, 8000)).ok());
+    entered.get_future().wait();
+    const int64_t published = f->NumFramesReady();
+    EXPECT_GT(published, 0);
+    ASSERT_TRUE(f->Push(Tone(rng, 4000, 8000)).ok());
+    ASSERT_TRUE(f->End().ok());
+    f->Close();
+    f.reset();
+    EXPECT_FALSE(watch.expired());  // The worker (and the queue) still hold it.
+    release.set_value();
+    // The pool's destructor joins the worker; whatever it still held is freed.
+  }
+  EXPECT_TRUE(watch.expired());
+  EXPECT_EQ(calls.load(), 1);  // Nothing was published after Close.
+}
+
+}  // namespace
+}  // namespace oasr::scheduler
