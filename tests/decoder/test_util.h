@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/tensor.h"
 #include "decoder/symbol_table.h"
 
@@ -23,7 +24,9 @@ inline std::shared_ptr<const SymbolTable> MakeUnits(std::vector<std::string> uni
 // `<blank>`, then units "t1".."t{V-2}", then `<sos/eos>`: V units.
 inline std::shared_ptr<const SymbolTable> NumberedUnits(int vocab_size) {
   std::vector<std::string> units = {"<blank>"};
-  for (int i = 1; i + 1 < vocab_size; ++i) units.push_back("t" + std::to_string(i));
+  // absl::StrCat, not "t" + std::to_string: GCC 12 warns falsely (-Wrestrict)
+  // on that operator+ once it is inlined here.
+  for (int i = 1; i + 1 < vocab_size; ++i) units.push_back(absl::StrCat("t", i));
   units.push_back("<sos/eos>");
   return MakeUnits(units);
 }
