@@ -134,7 +134,9 @@ def synthesize(items, tmp: str):
         cmd = ["festival"]
         libdir = os.environ.get("OASR_FESTIVAL_LIBDIR")
         if libdir:
-            cmd += ["--libdir", libdir]
+            # Festival reads init.scm from its data directory: without
+            # --datadir it looks in /usr/share/festival even with --libdir.
+            cmd += ["--libdir", libdir, "--datadir", libdir]
         try:
             _run(cmd + ["-b", script])
         except subprocess.CalledProcessError:

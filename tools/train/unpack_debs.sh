@@ -18,6 +18,6 @@ lib="$root/usr/lib/x86_64-linux-gnu"
 echo "export PATH=\"$root/usr/bin:\$PATH\""
 echo "export LD_LIBRARY_PATH=\"$lib:$lib/pulseaudio:$root/lib/x86_64-linux-gnu:\${LD_LIBRARY_PATH:-}\""
 echo "export ESPEAK_DATA_PATH=\"$lib/espeak-ng-data\""
-# festival finds its Scheme library and voices through --libdir; synth.py
-# passes it from this variable.
+# festival finds its Scheme library and voices through --libdir and
+# --datadir; synth.py passes both from this variable.
 echo "export OASR_FESTIVAL_LIBDIR=\"$root/usr/share/festival\""
