@@ -28,7 +28,7 @@ import wave
 
 from tools.reference.model import subsampling_rate
 from tools.train import synth
-from tools.train.evaluate import edit_distance
+from tools.train.evaluate import edit_distance, read_eval_rows
 from tools.train.text_norm import normalize
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -135,15 +135,7 @@ def main(argv=None):
         synth.main(["--corpus", a.corpus, "--out", a.eval, "--eval-out", a.eval, "--max-train", "0",
                     "--voices", a.voices, "--heldout-voices", ",".join(heldout),
                     "--eval-per-voice", str(a.eval_per_voice), "--workers", str(a.workers)])
-    with open(os.path.join(a.eval, "eval.jsonl"), encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    if a.max_per_voice:
-        kept, seen = [], {}
-        for r in rows:
-            seen[r["voice"]] = seen.get(r["voice"], 0) + 1
-            if seen[r["voice"]] <= a.max_per_voice:
-                kept.append(r)
-        rows = kept
+    rows = read_eval_rows(a.eval, a.max_per_voice)
     with open(os.path.join(a.model, "config.json"), encoding="utf-8") as f:
         conf = json.load(f)
     chunk = conf["serving"]["chunk_size"]

@@ -41,6 +41,22 @@ def decode_units(ids, units) -> str:
     return "".join(pieces).replace("\u2581", " ").strip()
 
 
+def read_eval_rows(eval_dir: str, max_per_voice: int = 0):
+    """The rows of synth.py's EVAL_DIR/eval.jsonl, in file order; with
+    max_per_voice > 0, only the first that many of each voice."""
+    with open(os.path.join(eval_dir, "eval.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    if max_per_voice <= 0:
+        return rows
+    seen = {}
+    kept = []
+    for r in rows:
+        seen[r["voice"]] = seen.get(r["voice"], 0) + 1
+        if seen[r["voice"]] <= max_per_voice:
+            kept.append(r)
+    return kept
+
+
 def load_units(path: str):
     units = {}
     with open(path, encoding="utf-8") as f:
@@ -65,11 +81,7 @@ def main(argv=None):
     model = model_dir.load_model_dir(a.model)
     units = load_units(os.path.join(a.model, "units.txt"))
     device = torch.device(a.device)
-    rows = [json.loads(l) for l in open(os.path.join(a.eval, "eval.jsonl"), encoding="utf-8")]
-    if a.max_per_voice:
-        seen = {}
-        rows = [r for r in rows if seen.setdefault(r["voice"], []).append(1) or
-                len(seen[r["voice"]]) <= a.max_per_voice]
+    rows = read_eval_rows(a.eval, a.max_per_voice)
     heldout = set(a.heldout_voices.split(","))
 
     stream_diff = None

@@ -29,7 +29,7 @@ import torch
 from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig
 from tools.train import checkpoint
-from tools.train.evaluate import edit_distance
+from tools.train.evaluate import edit_distance, read_eval_rows
 from tools.train.synth import read_wav
 from tools.train.tokenizer import Tokenizer
 from tools.train.train_forward import (PositionCache, add_dropout_hooks, dynamic_chunk,
@@ -126,20 +126,19 @@ class HeldOut:
     CONFIGS = (("all left", 16, -1), ("4 left", 16, 4))
 
     def __init__(self, eval_dir: str, per_voice: int, heldout_voices, tok: Tokenizer):
-        rows = [json.loads(l) for l in open(os.path.join(eval_dir, "eval.jsonl"), encoding="utf-8")]
-        seen = {}
-        rows = [r for r in rows if seen.setdefault(r["voice"], []).append(1) or
-                len(seen[r["voice"]]) <= per_voice]
+        rows = read_eval_rows(eval_dir, per_voice)
         self.refs = [r["text"].split() for r in rows]
         self.heldout = [r["voice"] in heldout_voices for r in rows]
         self.feats = [frontend.fbank(read_wav(os.path.join(eval_dir, r["wav"]))[0]) for r in rows]
         self.tok = tok
+        self.batch = None  # (features, lengths) on the device, made by the first wer().
 
     def wer(self, model, device, positions, amp: bool) -> str:
         if not self.feats:
             return "no held-out utterances"
-        store = FeatureStore(self.feats, device)
-        x, lengths = store.batch(list(range(len(self.feats))))
+        if self.batch is None:
+            self.batch = FeatureStore(self.feats, device).batch(list(range(len(self.feats))))
+        x, lengths = self.batch
         model.eval()
         parts = []
         with torch.no_grad(), torch.autocast(device_type=device.type, dtype=torch.bfloat16,
