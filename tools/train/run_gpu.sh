@@ -14,7 +14,8 @@
 # (utterances, 200000; the synthesis time budget usually ends it first),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
 # TRAIN_ARGS (extra train.py flags), PYTHON (python3), STOP_AFTER (synth: end
-# the call once the data is synthesized).
+# the call once the data is synthesized), SKIP_EVAL (1: no PyTorch evaluation
+# after training, when tools/train/eval_cpp.py will evaluate the export).
 #
 # Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
 # model.safetensors.partNN (or model.safetensors), model_meta.tar (config.json,
@@ -77,7 +78,7 @@ if ! "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$WORK/train/train_
 fi
 meta="$WORK/model_meta"
 mkdir -p "$meta"
-"$PY" -m tools.train.evaluate --model "$WORK/model" --eval "$WORK/data/eval" \
+[ "${SKIP_EVAL:-}" = 1 ] || "$PY" -m tools.train.evaluate --model "$WORK/model" --eval "$WORK/data/eval" \
   --heldout-voices "$heldout" --out "$meta/eval.json"
 cp "$WORK/model/config.json" "$WORK/model/units.txt" "$WORK/tok/bpe.model" \
    "$WORK/train/train_summary.json" "$WORK/data/synth_summary.json" "$meta/"

@@ -13,7 +13,7 @@ from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
 from tools.train import augment, checkpoint, corpus
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
 from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
-                                       greedy_decode, output_lengths)
+                                       freq_warp, greedy_decode, output_lengths)
 
 
 class NormalizeTest(unittest.TestCase):
@@ -126,6 +126,25 @@ class MaskTest(unittest.TestCase):
         self.assertAlmostEqual(full / 2000, 0.5, delta=0.05)
         self.assertTrue(all(1 <= c <= 25 for c, _ in seen if c))
         self.assertTrue(any(l == -1 for c, l in seen if c) and any(l >= 0 for c, l in seen if c))
+
+    def test_freq_warp(self):
+        f = 80
+        x = torch.zeros(2, 3, f)
+        x[:, :, 30] = 1.0  # one formant-like peak at bin 30
+        x[:, :, f - 1] = 2.0
+        same = freq_warp(x, torch.Generator().manual_seed(0), 0.0)
+        self.assertTrue(torch.allclose(same, x))
+        # prob 1: every utterance warped; the peak moves to 30 * alpha, the top bin stays.
+        y = freq_warp(x, torch.Generator().manual_seed(3), 0.1, prob=1.0)
+        self.assertEqual(tuple(y.shape), tuple(x.shape))
+        for b in range(2):
+            centre = float((y[b, 0, :60] * torch.arange(60)).sum() / y[b, 0, :60].sum())
+            self.assertGreater(abs(centre - 30), 0.05)
+            self.assertLess(abs(centre - 30), 30 * 0.1 + 1e-3)
+            self.assertAlmostEqual(float(y[b, 0, f - 1]), 2.0, places=5)
+            self.assertTrue(torch.equal(y[b, 0], y[b, 2]))  # same warp over time
+        # Different utterances get different factors.
+        self.assertFalse(torch.allclose(y[0], y[1]))
 
     def test_greedy(self):
         lp = torch.log(torch.tensor([[.1, .9, 0], [.1, .9, 0], [.9, .1, 0], [.1, .9, 0],

@@ -197,6 +197,8 @@ def main(argv=None):
     p.add_argument("--linear-units", type=int, default=1024)
     p.add_argument("--kernel", type=int, default=15)
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--freq-warp", type=float, default=0.1,
+                   help="vocal tract length perturbation: mel axis scaled by 1 +- this (0: off)")
     p.add_argument("--batch-frames", type=int, default=120000, help="padded fbank frames a batch")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--final-lr-ratio", type=float, default=0.02)
@@ -304,7 +306,7 @@ def main(argv=None):
             for g in opt.param_groups:
                 g["lr"] = lr_at(a, step, progress)
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
-                logp, out_len = encode(model, x, lengths, chunk, left, positions, gen)
+                logp, out_len = encode(model, x, lengths, chunk, left, positions, gen, a.freq_warp)
             loss = ctc(logp.transpose(0, 1), targets, out_len, tlens) / len(idx)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -81,6 +81,28 @@ def spec_augment(x: torch.Tensor, lengths: torch.Tensor, gen: torch.Generator,
     return x * keep
 
 
+def freq_warp(x: torch.Tensor, gen: torch.Generator, max_warp: float, prob: float = 0.8,
+              cut: float = 0.8) -> torch.Tensor:
+    """Vocal tract length perturbation on the mel axis of (B, T, F) log-mel
+    features: each utterance, with probability `prob`, has its bins read from
+    positions i / alpha (alpha uniform in 1 +- max_warp) up to `cut` of the
+    band, then linearly to the top bin, which stays in place. A speaker's
+    formants move up or down by a few percent, so the model hears more vocal
+    tracts than the synthesizers have."""
+    b, _, f = x.shape
+    dev = x.device
+    alpha = 1.0 + (torch.rand(b, 1, generator=gen) * 2.0 - 1.0) * max_warp
+    alpha = torch.where(torch.rand(b, 1, generator=gen) < prob, alpha, torch.ones_like(alpha))
+    i = torch.arange(f, dtype=torch.float32).unsqueeze(0)
+    c = cut * (f - 1)
+    top = (f - 1 - c / alpha) / (f - 1 - c)
+    src = torch.where(i <= c, i / alpha, c / alpha + (i - c) * top).clamp(0, f - 1).to(dev)
+    lo = src.floor().long().clamp(max=f - 2)
+    w = (src - lo.float()).unsqueeze(1).to(x.dtype)  # (B, 1, F)
+    lo = lo.unsqueeze(1).expand(-1, x.size(1), -1)
+    return torch.gather(x, 2, lo) * (1 - w) + torch.gather(x, 2, lo + 1) * w
+
+
 def add_dropout_hooks(model: ConformerCtcModel, p: float):
     """Dropout on each residual branch and after the subsampling (WeNet's
     dropout_rate placement, approximately). Active only in train mode."""
@@ -119,10 +141,13 @@ class PositionCache:
 
 def encode(model: ConformerCtcModel, feats: torch.Tensor, lengths: torch.Tensor,
            chunk_size: int, num_left_chunks: int, positions: PositionCache,
-           specaug_gen: torch.Generator = None):
+           specaug_gen: torch.Generator = None, max_warp: float = 0.0):
     """feats (B, T, 80) raw fbank (padded), lengths (B,) ->
-    (CTC log-probs (B, T', V) float32, output lengths (B,))."""
+    (CTC log-probs (B, T', V) float32, output lengths (B,)). With specaug_gen
+    (training) the features get freq_warp (when max_warp > 0) and SpecAugment."""
     enc = model.encoder
+    if specaug_gen is not None and max_warp > 0:
+        feats = freq_warp(feats, specaug_gen, max_warp)
     x = enc.global_cmvn(feats)
     if specaug_gen is not None:
         x = spec_augment(x, lengths, specaug_gen)
