@@ -105,6 +105,13 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def repo_relative(path: str) -> str:
+    """A path inside the repository relative to its root (reports are
+    committed; they name no machine's folders), else the path as given."""
+    full = os.path.abspath(path)
+    return os.path.relpath(full, REPO) if full.startswith(REPO + os.sep) else path
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, help="model directory (docs/model-format.md)")
@@ -175,7 +182,7 @@ def main(argv=None):
             u["hyp"][c] = " ".join(hyp)
         utterances.append(u)
 
-    report = {"model": os.path.abspath(a.model), "eval": os.path.abspath(a.eval),
+    report = {"model": repo_relative(a.model), "eval": repo_relative(a.eval),
               "chunk_frames": chunk, "chunk_ms": chunk_ms, "heldout_voices": heldout,
               "audio_seconds": round(total_audio, 1), "configs": {
                   c: {"label": CONFIGS[c][0], "flags": CONFIGS[c][1], **timing[c]} for c in configs},

@@ -9,7 +9,7 @@
 #
 # Settings (environment): WORK (default <repo>/.train_work), DEBS (default
 # <repo>/.devdebs; when it holds no .deb the synthesizers on PATH are used),
-# SYNTH_MINUTES (3.4), TRAIN_MINUTES (19, total over all calls), CALL_MINUTES
+# SYNTH_MINUTES (4.0), TRAIN_MINUTES (18, total over all calls), CALL_MINUTES
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
 # (utterances, 200000; the synthesis time budget usually ends it first),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
@@ -31,8 +31,8 @@ cd "$repo"
 WORK="${WORK:-$repo/.train_work}"
 DEBS="${DEBS:-$repo/.devdebs}"
 PY="${PYTHON:-python3}"
-SYNTH_MINUTES="${SYNTH_MINUTES:-3.4}"
-TRAIN_MINUTES="${TRAIN_MINUTES:-19}"
+SYNTH_MINUTES="${SYNTH_MINUTES:-4.0}"
+TRAIN_MINUTES="${TRAIN_MINUTES:-18}"
 CALL_MINUTES="${CALL_MINUTES:-9.3}"
 MAX_TRAIN="${MAX_TRAIN:-200000}"
 EVAL_PER_VOICE="${EVAL_PER_VOICE:-40}"
