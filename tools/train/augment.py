@@ -1,10 +1,21 @@
-"""Waveform augmentation of synthesized speech (torch only, CPU).
+"""Waveform augmentation of synthesized speech, batched, on any torch device.
 
 Synthesized speech is clean and perfectly regular; real input is not. Each
-training utterance gets, with the probabilities in `augment`: speed
-perturbation (0.9 / 1.1, pitch moves with it as with sox `speed`), a random
-gain, synthetic reverberation, telephone band limiting (8 kHz round trip and
-a 300-3400 Hz band) and additive noise (white, pink or brown) at a random SNR.
+training utterance gets, drawn independently with the probabilities below:
+speed perturbation (0.9 / 1.1, pitch moves with it as with sox `speed`),
+synthetic reverberation, telephone band limiting (8 kHz round trip and a
+300-3400 Hz band), additive noise (white, pink or brown) at a random SNR, and
+a random peak level.
+
+This module is the one definition of that augmentation. Its operations work
+on a padded batch (B, N) with per-utterance lengths: every stage sees only
+the valid samples of an utterance (padding is zero on entry and is zeroed
+again after each stage), so an utterance's result does not depend on the
+batch it is in. Two users:
+  * train.py, through gpu_frontend.py: a fresh augmentation of every batch at
+    every step, on the training device (`draw` + `augment_batch`);
+  * synth.py --store feats (the older data flow): `augment`, one utterance at
+    synthesis time.
 """
 
 import math
@@ -15,78 +26,261 @@ import torchaudio
 
 SAMPLE_RATE = 16000
 
+# The augmentation: probabilities and ranges (uniform) per utterance.
+SPEED_CHOICES = ((0.9, 0.2), (1.1, 0.2))  # (factor, probability); else 1.0
+REVERB_PROB = 0.2
+RT60_RANGE = (0.15, 0.6)  # seconds
+DRR_DB_RANGE = (2.0, 15.0)  # direct-to-reverberant ratio
+TELEPHONE_PROB = 0.1
+TELEPHONE_RATE = 8000
+TELEPHONE_BAND = (300.0, 3400.0)  # Hz
+NOISE_PROB = 0.4
+SNR_DB_RANGE = (8.0, 35.0)
+NOISE_KINDS = ("white", "pink", "brown")
+NOISE_EXPONENTS = (0.0, 0.5, 1.0)  # of each kind: amplitude spectrum 1 / f^e
+PEAK_DBFS_RANGE = (-20.0, -1.0)
+
+_RESAMPLERS = {}
+
 
 def resample(x: torch.Tensor, rate: int, new_rate: int) -> torch.Tensor:
+    """torchaudio's sinc resampling of the last axis (kernels cached per
+    ratio and device). Output length ceil(n * new_rate / rate); the input is
+    read as zero beyond its end, so the first ceil(n_i * new_rate / rate)
+    samples of a zero-padded row equal the resampled unpadded row."""
     if rate == new_rate:
         return x
     g = math.gcd(int(rate), int(new_rate))
-    return torchaudio.functional.resample(x, int(rate) // g, int(new_rate) // g)
+    key = (int(rate) // g, int(new_rate) // g, str(x.device), x.dtype)
+    if key not in _RESAMPLERS:
+        _RESAMPLERS[key] = torchaudio.transforms.Resample(key[0], key[1]).to(x.device, x.dtype)
+    return _RESAMPLERS[key](x.contiguous())
 
 
-def colored_noise(n: int, kind: str, gen: torch.Generator) -> torch.Tensor:
-    """Unit-RMS noise: white, pink (1/f power) or brown (1/f^2 power)."""
-    white = torch.randn(n, generator=gen)
-    if kind == "white":
-        return white
-    spec = torch.fft.rfft(white)
-    f = torch.arange(spec.numel(), dtype=torch.float32).clamp(min=1.0)
-    spec = spec / (f.sqrt() if kind == "pink" else f)
-    x = torch.fft.irfft(spec, n)
-    return x / x.pow(2).mean().sqrt().clamp(min=1e-8)
+def resampled_length(lengths, rate: int, new_rate: int):
+    """Valid samples after `resample` of rows with `lengths` valid samples."""
+    g = math.gcd(int(rate), int(new_rate))
+    rate, new_rate = int(rate) // g, int(new_rate) // g
+    return (lengths * new_rate + rate - 1) // rate
 
 
-def add_noise(x: torch.Tensor, snr_db: float, kind: str, gen: torch.Generator) -> torch.Tensor:
-    power = x.pow(2).mean().clamp(min=1e-10)
-    noise = colored_noise(x.numel(), kind, gen)
-    return x + noise * torch.sqrt(power / (10.0 ** (snr_db / 10.0)))
+def speed_rates(factor: float):
+    """(rate, new_rate) of a speed factor: played faster by s, the samples
+    are read as if recorded at SAMPLE_RATE * s."""
+    return int(round(SAMPLE_RATE * factor)), SAMPLE_RATE
 
 
-def reverberate(x: torch.Tensor, rt60: float, drr_db: float, gen: torch.Generator) -> torch.Tensor:
-    """Convolution with a direct path plus an exponentially decaying noise
-    tail (a crude room) whose energy sits `drr_db` below the direct path's."""
-    n = int(rt60 * SAMPLE_RATE)
-    t = torch.arange(1, n, dtype=torch.float32) / SAMPLE_RATE
-    tail = torch.randn(n - 1, generator=gen) * torch.exp(-6.9 * t / rt60)
-    tail = tail * torch.sqrt(10.0 ** (-drr_db / 10.0) / tail.pow(2).sum().clamp(min=1e-8))
-    rir = torch.cat([torch.ones(1), tail])
-    size = x.numel() + n - 1
-    y = torch.fft.irfft(torch.fft.rfft(x, size) * torch.fft.rfft(rir, size), size)[: x.numel()]
-    return y * (x.abs().max() / y.abs().max().clamp(min=1e-8))
+def valid_mask(lengths: torch.Tensor, n: int, device) -> torch.Tensor:
+    """(B, n) bool: sample t of row b is inside its utterance."""
+    return torch.arange(n, device=device).unsqueeze(0) < lengths.to(device).unsqueeze(1)
 
 
-def telephone(x: torch.Tensor) -> torch.Tensor:
-    """8 kHz round trip plus a 300-3400 Hz band (FFT mask)."""
-    y = resample(resample(x, SAMPLE_RATE, 8000), 8000, SAMPLE_RATE)[: x.numel()]
-    spec = torch.fft.rfft(y)
-    freqs = torch.fft.rfftfreq(y.numel(), 1.0 / SAMPLE_RATE)
-    spec[(freqs < 300) | (freqs > 3400)] = 0
-    return torch.fft.irfft(spec, y.numel())
+def zero_padding(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    return x * valid_mask(lengths, x.size(1), x.device)
+
+
+def fft_size(n: int) -> int:
+    """Smallest 2^a 3^b 5^c >= n (fast for every FFT library)."""
+    best = 1 << max(n - 1, 0).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            p = p35
+            while p < n:
+                p *= 2
+            best = min(best, p)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def convolve(x: torch.Tensor, h: torch.Tensor, delay: int = 0) -> torch.Tensor:
+    """Linear convolution (FFT) of rows (B, N) with kernels (B or 1, L),
+    samples delay .. delay + N of the result (B, N)."""
+    n = x.size(1)
+    size = fft_size(n + h.size(1) - 1)
+    y = torch.fft.irfft(torch.fft.rfft(x, size) * torch.fft.rfft(h, size), size)
+    return y[:, delay:delay + n]
+
+
+def change_speed(x: torch.Tensor, lengths: torch.Tensor, factor: float):
+    """Speed perturbation of every row by one factor: (rows, new lengths)."""
+    if factor == 1.0:
+        return x, lengths
+    rate, new_rate = speed_rates(factor)
+    new_lengths = resampled_length(lengths, rate, new_rate)
+    y = resample(x, rate, new_rate)[:, :int(new_lengths.max())]
+    return zero_padding(y, new_lengths), new_lengths
+
+
+def room_responses(rt60: torch.Tensor, drr_db: torch.Tensor, gen: torch.Generator, device):
+    """(B, L) room impulse responses: a direct path (1 at time 0) and an
+    exponentially decaying noise tail of int(rt60 * SAMPLE_RATE) - 1 samples
+    (-60 dB at rt60) whose energy sits drr_db below the direct path's."""
+    n = (rt60.double() * SAMPLE_RATE).long()
+    b, size = rt60.numel(), int(n.max())
+    t = torch.arange(1, size, device=device, dtype=torch.float32) / SAMPLE_RATE
+    decay = torch.exp(-6.9 * t.unsqueeze(0) / rt60.to(device, torch.float32).unsqueeze(1))
+    tail = torch.randn((b, size - 1), generator=gen, device=device) * decay
+    tail = zero_padding(tail, n - 1)
+    energy = 10.0 ** (-drr_db.to(device, torch.float32) / 10.0)
+    tail = tail * torch.sqrt(energy / tail.pow(2).sum(1).clamp(min=1e-8)).unsqueeze(1)
+    return torch.cat([torch.ones(b, 1, device=device), tail], 1)
+
+
+def reverberate(x: torch.Tensor, lengths: torch.Tensor, rirs: torch.Tensor) -> torch.Tensor:
+    """Rows convolved with their room responses, cut to their lengths and
+    scaled back to their own peak."""
+    y = zero_padding(convolve(x, rirs), lengths)
+    scale = x.abs().amax(1) / y.abs().amax(1).clamp(min=1e-8)
+    return y * scale.unsqueeze(1)
+
+
+def band_pass(low: float, high: float, taps: int = 511) -> torch.Tensor:
+    """(1, taps) linear-phase FIR band pass (Blackman-windowed sinc)."""
+    m = (taps - 1) // 2
+    k = torch.arange(-m, m + 1, dtype=torch.float64)
+
+    def lowpass(f):
+        fc = f / SAMPLE_RATE
+        return 2 * fc * torch.sinc(2 * fc * k)
+
+    h = (lowpass(high) - lowpass(low)) * torch.blackman_window(taps, periodic=False,
+                                                               dtype=torch.float64)
+    return h.to(torch.float32).unsqueeze(0)
+
+
+_BAND = {}
+
+
+def telephone(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """An 8 kHz round trip, then the 300-3400 Hz band (FIR, zero phase)."""
+    half = resampled_length(lengths, SAMPLE_RATE, TELEPHONE_RATE)
+    y = zero_padding(resample(x, SAMPLE_RATE, TELEPHONE_RATE), half)
+    y = zero_padding(resample(y, TELEPHONE_RATE, SAMPLE_RATE)[:, :x.size(1)], lengths)
+    key = str(x.device)
+    if key not in _BAND:
+        _BAND[key] = band_pass(*TELEPHONE_BAND).to(x.device)
+    h = _BAND[key]
+    return zero_padding(convolve(y, h, (h.size(1) - 1) // 2), lengths)
+
+
+def colored_noise(lengths: torch.Tensor, n: int, exponent: torch.Tensor, gen: torch.Generator,
+                  device) -> torch.Tensor:
+    """(B, n) noise of unit RMS over each row's valid samples, amplitude
+    spectrum 1 / f^exponent (0 white, 0.5 pink, 1 brown), zero beyond."""
+    mask = valid_mask(lengths, n, device)
+    white = torch.randn((lengths.numel(), n), generator=gen, device=device) * mask
+    size = fft_size(n)  # one of few sizes: FFT plans are reused across batches
+    spec = torch.fft.rfft(white, size)
+    f = torch.arange(spec.size(1), dtype=torch.float32, device=device).clamp(min=1.0)
+    spec = spec / f.unsqueeze(0).pow(exponent.to(device, torch.float32).unsqueeze(1))
+    y = torch.fft.irfft(spec, size)[:, :n] * mask
+    rms = (y.pow(2).sum(1) / lengths.to(device)).sqrt()
+    return y / rms.clamp(min=1e-8).unsqueeze(1)
+
+
+def add_noise(x: torch.Tensor, lengths: torch.Tensor, snr_db: torch.Tensor,
+              exponent: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Rows plus coloured noise at snr_db below each row's mean power."""
+    power = (x.pow(2).sum(1) / lengths.to(x.device)).clamp(min=1e-10)
+    noise = colored_noise(lengths, x.size(1), exponent, gen, x.device)
+    level = torch.sqrt(power / 10.0 ** (snr_db.to(x.device, torch.float32) / 10.0))
+    return x + noise * level.unsqueeze(1)
+
+
+def set_peak(x: torch.Tensor, peak_dbfs: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to the given peak level (dB relative to full scale)."""
+    peak = x.abs().amax(1).clamp(min=1e-6)
+    gain = 10.0 ** (peak_dbfs.to(x.device, torch.float32) / 20.0)
+    return x * (gain / peak).unsqueeze(1)
+
+
+def draw(b: int, gen: torch.Generator) -> dict:
+    """Augmentation parameters of b utterances (CPU tensors; gen a CPU
+    generator): which stages apply to which utterance, and their settings."""
+
+    def uniform(lo_hi):
+        return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * torch.rand(b, generator=gen, dtype=torch.float64)
+
+    u = torch.rand(b, generator=gen, dtype=torch.float64)
+    speed = torch.ones(b, dtype=torch.float64)
+    below = 0.0
+    for factor, prob in SPEED_CHOICES:
+        speed[(u >= below) & (u < below + prob)] = factor
+        below += prob
+    p = {"speed": speed}
+    p["reverb"] = torch.rand(b, generator=gen) < REVERB_PROB
+    p["rt60"], p["drr_db"] = uniform(RT60_RANGE), uniform(DRR_DB_RANGE)
+    p["telephone"] = torch.rand(b, generator=gen) < TELEPHONE_PROB
+    p["noise"] = torch.rand(b, generator=gen) < NOISE_PROB
+    p["snr_db"] = uniform(SNR_DB_RANGE)
+    p["noise_kind"] = torch.randint(len(NOISE_KINDS), (b,), generator=gen)
+    p["peak_dbfs"] = uniform(PEAK_DBFS_RANGE)
+    return p
+
+
+def _rows(mask: torch.Tensor):
+    return mask.nonzero().flatten()
+
+
+def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Generator):
+    """Augments a padded batch: x (B, N) float on any device, zero beyond
+    `lengths` (B,) (a CPU int64 tensor), p from `draw`, gen a generator on
+    x's device (noise and room responses). Returns (x', lengths'): speed
+    perturbation changes lengths; the padding of x' is zero."""
+    dev = x.device
+    x = x.clone()
+    # Speed: the rows of each factor together, one resampling each.
+    parts = []
+    new_lengths = lengths.clone()
+    for factor, _ in SPEED_CHOICES:
+        rows = _rows(p["speed"] == factor)
+        if rows.numel():
+            sub_len = lengths[rows]
+            sub, new_lengths[rows] = change_speed(x[rows.to(dev), :int(sub_len.max())], sub_len,
+                                                  factor)
+            parts.append((rows, sub))
+    if parts:
+        width = int(new_lengths.max())
+        x = torch.nn.functional.pad(x, (0, max(0, width - x.size(1))))[:, :width].contiguous()
+        for rows, sub in parts:  # whole rows: nothing of the old samples stays behind
+            x[rows.to(dev)] = torch.nn.functional.pad(sub, (0, width - sub.size(1)))
+        lengths = new_lengths
+
+    def stage(mask, fn):
+        rows = _rows(mask)
+        if rows.numel():
+            sub_len = lengths[rows]
+            m = int(sub_len.max())
+            rows_dev = rows.to(dev)
+            x[rows_dev, :m] = fn(x[rows_dev, :m], sub_len, rows)
+
+    stage(p["reverb"], lambda s, n, rows: reverberate(
+        s, n, room_responses(p["rt60"][rows], p["drr_db"][rows], gen, dev)))
+    stage(p["telephone"], lambda s, n, rows: telephone(s, n))
+    stage(p["noise"], lambda s, n, rows: add_noise(
+        s, n, p["snr_db"][rows], torch.tensor(NOISE_EXPONENTS)[p["noise_kind"][rows]], gen))
+    return set_peak(x, p["peak_dbfs"]), lengths
 
 
 def augment(x: torch.Tensor, rng: random.Random):
-    """(augmented waveform, description dict) of a 16 kHz waveform."""
+    """(augmented waveform, description dict) of one 16 kHz waveform (CPU),
+    drawn from rng: the same maths and probabilities as the batched path."""
     gen = torch.Generator().manual_seed(rng.getrandbits(62))
+    p = draw(1, gen)
+    y, n = augment_batch(x.unsqueeze(0), torch.tensor([x.numel()]), p, gen)
     desc = {}
-    r = rng.random()
-    if r < 0.2:
-        desc["speed"] = 0.9
-    elif r < 0.4:
-        desc["speed"] = 1.1
-    if "speed" in desc:
-        # Played faster by s: read the samples as if recorded at rate * s.
-        x = resample(x, int(SAMPLE_RATE * desc["speed"]), SAMPLE_RATE)
-    if rng.random() < 0.2:
-        desc["rt60"] = round(rng.uniform(0.15, 0.6), 3)
-        desc["drr_db"] = round(rng.uniform(2.0, 15.0), 1)
-        x = reverberate(x, desc["rt60"], desc["drr_db"], gen)
-    if rng.random() < 0.1:
+    if float(p["speed"][0]) != 1.0:
+        desc["speed"] = float(p["speed"][0])
+    if bool(p["reverb"][0]):
+        desc["rt60"] = round(float(p["rt60"][0]), 3)
+        desc["drr_db"] = round(float(p["drr_db"][0]), 1)
+    if bool(p["telephone"][0]):
         desc["telephone"] = True
-        x = telephone(x)
-    if rng.random() < 0.4:
-        desc["snr_db"] = round(rng.uniform(8.0, 35.0), 1)
-        desc["noise"] = rng.choice(["white", "pink", "brown"])
-        x = add_noise(x, desc["snr_db"], desc["noise"], gen)
-    peak = x.abs().max().clamp(min=1e-6)
-    gain = 10.0 ** (rng.uniform(-20.0, -1.0) / 20.0)  # peak level in dBFS
-    desc["peak_dbfs"] = round(20 * math.log10(gain), 1)
-    return x * (gain / peak), desc
+    if bool(p["noise"][0]):
+        desc["snr_db"] = round(float(p["snr_db"][0]), 1)
+        desc["noise"] = NOISE_KINDS[int(p["noise_kind"][0])]
+    desc["peak_dbfs"] = round(float(p["peak_dbfs"][0]), 1)
+    return y[0, :int(n[0])], desc

@@ -1,14 +1,17 @@
 """Unit tests of the training pipeline's pure parts (run by ctest, CPU):
-normaliser, corpus split, augmentation, masks, checkpoint parts, and one
-training step of the reference model through train_forward."""
+normaliser, corpus split, batched augmentation, masks, checkpoint parts, and
+one training step of the reference model through train_forward."""
 
+import math
 import os
 import random
 import tempfile
 import unittest
 
 import torch
+import torchaudio
 
+from tools.reference import frontend
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
 from tools.train import augment, checkpoint, corpus
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
@@ -81,25 +84,128 @@ class CorpusTest(unittest.TestCase):
                          ["One here.", "Two there!", "\"Three?\" four"])
 
 
+def padded(waves):
+    """(B, N) zero-padded batch and (B,) lengths of 1-D tensors."""
+    lengths = torch.tensor([w.numel() for w in waves])
+    x = torch.zeros(len(waves), int(lengths.max()), dtype=waves[0].dtype)
+    for i, w in enumerate(waves):
+        x[i, :w.numel()] = w
+    return x, lengths
+
+
+def test_waves(seconds=(0.9, 0.61, 0.37)):
+    return [frontend.synthetic_speech(s, k) for k, s in enumerate(seconds)]
+
+
 class AugmentTest(unittest.TestCase):
-    def test_shapes_and_levels(self):
-        x = torch.sin(torch.arange(16000) * 0.05) * 0.5
+    def test_draw_follows_the_constants(self):
+        p = augment.draw(20000, torch.Generator().manual_seed(0))
+        for factor, prob in augment.SPEED_CHOICES:
+            self.assertAlmostEqual(float((p["speed"] == factor).double().mean()), prob, delta=0.015)
+        for key, prob in (("reverb", augment.REVERB_PROB), ("telephone", augment.TELEPHONE_PROB),
+                          ("noise", augment.NOISE_PROB)):
+            self.assertAlmostEqual(float(p[key].double().mean()), prob, delta=0.015)
+        for key, (lo, hi) in (("rt60", augment.RT60_RANGE), ("drr_db", augment.DRR_DB_RANGE),
+                              ("snr_db", augment.SNR_DB_RANGE),
+                              ("peak_dbfs", augment.PEAK_DBFS_RANGE)):
+            self.assertGreaterEqual(float(p[key].min()), lo)
+            self.assertLessEqual(float(p[key].max()), hi)
+        self.assertEqual(sorted(p["noise_kind"].unique().tolist()), [0, 1, 2])
+
+    def test_speed_changes_length(self):
+        x, n = padded(test_waves())
+        for factor, (rate, new) in ((0.9, (9, 10)), (1.1, (11, 10))):
+            y, m = augment.change_speed(x, n, factor)
+            self.assertEqual(m.tolist(), [-(-int(k) * new // rate) for k in n])
+            self.assertEqual(y.size(1), int(m.max()))
+            for i, w in enumerate(test_waves()):
+                ref = torchaudio.functional.resample(w, rate, new)
+                self.assertEqual(ref.numel(), int(m[i]))
+                self.assertLess(float((y[i, :m[i]] - ref).abs().max()), 1e-5)
+                self.assertEqual(float(y[i, m[i]:].abs().sum()), 0.0)
+
+    def test_stages_ignore_padding(self):
+        """Each stage gives an utterance in a padded batch what it gives the
+        utterance alone, and leaves the padding zero."""
+        waves = test_waves()
+        x, n = padded(waves)
+        gen = torch.Generator().manual_seed(1)
+        rirs = augment.room_responses(torch.tensor([0.3, 0.15, 0.5]),
+                                      torch.tensor([3.0, 9.0, 14.0]), gen, "cpu")
+        peaks = torch.tensor([-3.0, -12.0, -19.0])
+        stages = {"reverberate": lambda s, k, rows: augment.reverberate(s, k, rirs[rows]),
+                  "telephone": lambda s, k, rows: augment.telephone(s, k),
+                  "set_peak": lambda s, k, rows: augment.set_peak(s, peaks[rows])}
+        for name, fn in stages.items():
+            y = fn(x, n, slice(None))
+            for i, w in enumerate(waves):
+                alone = fn(w.unsqueeze(0), n[i:i + 1], slice(i, i + 1))[0]
+                self.assertLess(float((y[i, :n[i]] - alone).abs().max()), 1e-5, name)
+                self.assertEqual(float(y[i, n[i]:].abs().sum()), 0.0, name)
+        self.assertTrue(torch.allclose(20 * torch.log10(stages["set_peak"](x, n, slice(None))
+                                                        .abs().amax(1)), peaks, atol=1e-4))
+
+    def test_room_response_and_noise_levels(self):
         gen = torch.Generator().manual_seed(0)
-        self.assertEqual(augment.telephone(x).numel(), x.numel())
-        self.assertEqual(augment.reverberate(x, 0.3, 10.0, gen).numel(), x.numel())
-        # An impulse comes back as the room response: the tail's energy sits
-        # drr_db below the direct path's.
-        impulse = torch.zeros(8000)
-        impulse[0] = 1.0
-        rir = augment.reverberate(impulse, 0.3, 6.0, gen)
-        drr = 10 * torch.log10(rir[0] ** 2 / rir[1:].pow(2).sum())
-        self.assertAlmostEqual(float(drr), 6.0, delta=0.1)
-        noisy = augment.add_noise(x, 10.0, "pink", gen)
-        snr = 10 * torch.log10(x.pow(2).mean() / (noisy - x).pow(2).mean())
-        self.assertAlmostEqual(float(snr), 10.0, delta=0.5)
+        rt60 = torch.tensor([0.3, 0.2])
+        rirs = augment.room_responses(rt60, torch.tensor([6.0, 12.0]), gen, "cpu")
+        self.assertEqual(rirs.size(1), int(0.3 * 16000))
+        self.assertTrue(bool((rirs[1, int(0.2 * 16000):] == 0).all()))
+        drr = 10 * torch.log10(rirs[:, 0] ** 2 / rirs[:, 1:].pow(2).sum(1))
+        self.assertTrue(torch.allclose(drr, torch.tensor([6.0, 12.0]), atol=0.01))
+
+        x, n = padded(test_waves())
+        snr = torch.tensor([10.0, 20.0, 30.0])
+        noisy = augment.add_noise(x, n, snr, torch.tensor([0.0, 0.5, 1.0]), gen)
+        got = 10 * torch.log10(x.pow(2).sum(1) / (noisy - x).pow(2).sum(1))
+        self.assertTrue(torch.allclose(got, snr, atol=0.01), got)
+        for i in range(3):
+            self.assertEqual(float(noisy[i, n[i]:].abs().sum()), 0.0)
+
+    def test_telephone_band(self):
+        t = torch.arange(16000) / 16000
+        x, n = padded([torch.sin(2 * math.pi * 100 * t), torch.sin(2 * math.pi * 1000 * t),
+                       torch.sin(2 * math.pi * 5000 * t)])
+        y = augment.telephone(x, n)
+        gain = 10 * torch.log10(y[:, 2000:-2000].pow(2).mean(1) / x[:, 2000:-2000].pow(2).mean(1))
+        self.assertLess(float(gain[0]), -30)
+        self.assertAlmostEqual(float(gain[1]), 0.0, delta=0.2)
+        self.assertLess(float(gain[2]), -30)
+
+    def test_augment_batch_lengths_and_padding(self):
+        waves = test_waves((0.5, 0.8, 0.3, 0.65, 0.42))
+        x, n = padded(waves)
+        p = augment.draw(5, torch.Generator().manual_seed(0))
+        p["speed"] = torch.tensor([0.9, 1.1, 1.0, 0.9, 1.1], dtype=torch.float64)
+        for key in ("reverb", "telephone", "noise"):
+            p[key] = torch.ones(5, dtype=torch.bool)
+        y, m = augment.augment_batch(x, n, p, torch.Generator().manual_seed(1))
+        want = [augment.resampled_length(int(k), *augment.speed_rates(float(f)))
+                for k, f in zip(n, p["speed"])]
+        self.assertEqual(m.tolist(), want)
+        self.assertEqual(y.size(1), max(want))
+        self.assertTrue(bool(torch.isfinite(y).all()))
+        for i in range(5):
+            self.assertEqual(float(y[i, m[i]:].abs().sum()), 0.0)
+            peak = 20 * math.log10(float(y[i].abs().max()))
+            self.assertAlmostEqual(peak, float(p["peak_dbfs"][i]), delta=1e-3)
+        self.assertTrue(torch.equal(x, padded(waves)[0]))  # the input is left as it was
+        # Fresh draws over a larger batch: lengths follow each row's speed.
+        x, n = padded(test_waves((0.3,) * 40))
+        p = augment.draw(40, torch.Generator().manual_seed(5))
+        y, m = augment.augment_batch(x, n, p, torch.Generator().manual_seed(6))
+        for i in range(40):
+            rate, new = augment.speed_rates(float(p["speed"][i]))
+            self.assertEqual(int(m[i]), augment.resampled_length(int(n[i]), rate, new))
+            self.assertEqual(float(y[i, m[i]:].abs().sum()), 0.0)
+
+    def test_one_utterance(self):
+        x = torch.sin(torch.arange(16000) * 0.05) * 0.5
         for seed in range(10):
             y, desc = augment.augment(x, random.Random(seed))
             self.assertLessEqual(float(y.abs().max()), 1.0)
+            self.assertAlmostEqual(20 * math.log10(float(y.abs().max())), desc["peak_dbfs"],
+                                   delta=0.06)
             if "speed" in desc:
                 self.assertAlmostEqual(y.numel(), x.numel() / desc["speed"], delta=2)
 
