@@ -1,6 +1,7 @@
 """Unit tests of the training pipeline's pure parts (run by ctest, CPU):
-normaliser, corpus split, batched augmentation, masks, checkpoint parts, and
-one training step of the reference model through train_forward."""
+normaliser, corpus split, batched augmentation, the batched front end
+(WaveStore, BatchFbank against the reference fbank), masks, checkpoint
+parts, and one training step of the reference model through train_forward."""
 
 import math
 import os
@@ -13,7 +14,7 @@ import torchaudio
 
 from tools.reference import frontend
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
-from tools.train import augment, checkpoint, corpus
+from tools.train import augment, checkpoint, corpus, gpu_frontend
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
 from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
                                        freq_warp, greedy_decode, output_lengths)
@@ -208,6 +209,50 @@ class AugmentTest(unittest.TestCase):
                                    delta=0.06)
             if "speed" in desc:
                 self.assertAlmostEqual(y.numel(), x.numel() / desc["speed"], delta=2)
+
+
+class FrontendTest(unittest.TestCase):
+    def test_batch_fbank_matches_reference(self):
+        waves = test_waves((1.0, 0.7313, 0.41))
+        waves.append(frontend.synthetic_speech(0.1, 7)[:401])  # two frames
+        x, n = padded(waves)
+        feats, flen = gpu_frontend.BatchFbank("cpu")(x, n)
+        self.assertEqual(flen.tolist(), [1 + (int(k) - 400) // 160 for k in n])
+        self.assertEqual(feats.shape, (4, int(flen.max()), 80))
+        for i, w in enumerate(waves):
+            ref = frontend.fbank(w)
+            self.assertEqual(ref.size(0), int(flen[i]))
+            self.assertLess(float((feats[i, :flen[i]] - ref).abs().max()), 1e-3)
+            self.assertEqual(float(feats[i, flen[i]:].abs().sum()), 0.0)
+
+    def test_wave_store_round_trip(self):
+        g = torch.Generator().manual_seed(0)
+        wavs = [torch.randint(-32768, 32768, (k,), generator=g, dtype=torch.int16)
+                for k in (500, 1234, 77, 900)]
+        store = gpu_frontend.WaveStore(wavs, "cpu")
+        x, n = store.batch([2, 1, 3])
+        self.assertEqual(n.tolist(), [77, 1234, 900])
+        self.assertEqual(tuple(x.shape), (3, 1234))
+        for row, i in enumerate([2, 1, 3]):
+            self.assertTrue(torch.equal(x[row, :n[row]], wavs[i].float() / 32768.0))
+            self.assertEqual(float(x[row, n[row]:].abs().sum()), 0.0)
+
+    def test_wave_features_batch(self):
+        """Gather, fresh augmentation and fbank: frames follow the augmented
+        lengths, padding frames are zero, two draws differ."""
+        wavs = [(w * 32767).round().to(torch.int16) for w in test_waves((0.5, 0.8, 0.3, 0.65))]
+        data = gpu_frontend.WaveFeatures(wavs, "cpu", online_augment=True, seed=3)
+        feats, flen = data.batch([3, 0, 2])
+        data.reseed(3)
+        wav, n = data.waveforms([3, 0, 2])
+        self.assertEqual(flen.tolist(), [1 + (int(k) - 400) // 160 for k in n])
+        self.assertEqual(feats.shape, (3, int(flen.max()), 80))
+        for i in range(3):
+            self.assertEqual(float(feats[i, flen[i]:].abs().sum()), 0.0)
+            self.assertTrue(bool(torch.isfinite(feats[i, :flen[i]]).all()))
+        self.assertFalse(torch.equal(data.batch([3, 0, 2])[0], feats))  # a fresh draw
+        data.reseed(3)
+        self.assertTrue(torch.equal(data.batch([3, 0, 2])[0], feats))
 
 
 class MaskTest(unittest.TestCase):
