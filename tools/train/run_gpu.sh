@@ -5,6 +5,15 @@
 # same command again with the same WORK skips finished stages and continues
 # training from the newest checkpoint, so the job may be split over calls.
 #
+# Data flow: synth.py (CPU workers) writes the clean 16 kHz waveforms of the
+# training utterances, int16, in shards under WORK/data/train (no augmentation,
+# no features); train.py puts them all on the GPU and, at every step, gives
+# the batch a fresh augmentation (speed, reverberation, telephone band, noise,
+# level: augment.py) and computes its Kaldi fbank there (gpu_frontend.py), so
+# each epoch hears every sentence differently. Global CMVN comes from one such
+# pass at the start. (Shards of an older WORK that hold features, augmented at
+# synthesis, still train, with no online augmentation.)
+#
 #   OUT=/path/to/out tools/train/run_gpu.sh
 #
 # Settings (environment): WORK (default <repo>/.train_work), DEBS (default

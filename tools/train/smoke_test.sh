@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole training pipeline at a tiny scale on the CPU (about 1-2 minutes on
-# 2 cores): run_gpu.sh with 4 voices (one held out), ~200 utterances, a
-# 2-layer d=64 model, 30 steps, export (split into 50 KiB parts to exercise
+# 2 cores): run_gpu.sh with 4 voices (one held out), ~200 utterances stored
+# as waveforms, a 2-layer d=32 model, 30 steps with online augmentation and
+# the batched fbank on the CPU, export (split into 50 KiB parts to exercise
 # joining), evaluation of the exported model directory.
 #
 #   tools/train/smoke_test.sh [DIR]     (default: a fresh temporary folder)

@@ -10,10 +10,16 @@ Voice families (one family = one synthesizer voice or espeak-ng accent):
 Families in --heldout-voices are never used for training, only for the
 evaluation set, so their WER shows how far the model generalises.
 
-Training utterances are augmented (augment.py) and stored as fbank features
-(float16) in shards under OUT/train/; evaluation utterances (held-out
-sentences, every family, clean, default voice settings with a fixed variant)
-are stored as 16 kHz int16 WAV files under OUT/eval/ with OUT/eval/eval.jsonl.
+Training utterances go into shards of 25 under OUT/train/ (shardNNNNN.pt,
+{"wavs" or "feats": [...], "meta": [{text, voice, settings, seconds}]}):
+  --store wav (default): the clean 16 kHz waveform, an int16 tensor per
+      utterance. train.py augments them afresh at every step on its device
+      (augment.py through gpu_frontend.py), so no augmentation happens here;
+  --store feats (the older flow): augmented once here (augment.augment, its
+      description in meta "aug") and stored as float16 fbank features.
+Evaluation utterances (held-out sentences, every family, clean, default voice
+settings with a fixed variant) are stored as 16 kHz int16 WAV files under
+OUT/eval/ with OUT/eval/eval.jsonl.
 Everything is seeded per utterance, so a run here and a run on the GPU
 machine produce the same evaluation audio from the same synthesizer build.
 
@@ -75,8 +81,13 @@ def read_wav(path: str):
     return x, rate
 
 
+def to_int16(x: torch.Tensor) -> torch.Tensor:
+    """16-bit PCM samples of a float waveform in [-1, 1)."""
+    return (x.clamp(-1.0, 32767.0 / 32768.0) * 32768.0).round().to(torch.int16)
+
+
 def write_wav(path: str, x: torch.Tensor):
-    pcm = (x.clamp(-1.0, 32767.0 / 32768.0) * 32768.0).round().to(torch.int16)
+    pcm = to_int16(x)
     with wave.open(path, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
@@ -168,27 +179,31 @@ def synthesize(items, tmp: str):
 
 
 def _train_job(job):
-    """Synthesizes, augments and featurises one job; writes one shard."""
+    """Synthesizes one job and writes its shard: clean int16 waveforms
+    (store "wav") or augmented fbank features (store "feats")."""
     torch.set_num_threads(1)
-    shard_path, seed, items = job
+    shard_path, seed, items, store = job
     rng = random.Random(seed)
     by_engine = {}
     for idx, (family, text) in enumerate(items):
         settings = voice_settings(family, rng, clean=False)
         by_engine.setdefault(family.split(":")[0], []).append((idx, (family, text, settings)))
-    feats, meta = [], []
+    utts, meta = [], []
     with tempfile.TemporaryDirectory(dir=os.environ.get("OASR_SYNTH_TMP")) as tmp:
         for engine, group in by_engine.items():
             waves = synthesize([g[1] for g in group], tmp)
             for (idx, (family, text, settings)), x in zip(group, waves):
                 if x is None or x.numel() < SAMPLE_RATE // 5:
                     continue
-                x, aug = augment.augment(x, rng)
-                f = frontend.fbank(x)
-                feats.append(f.to(torch.float16))
-                meta.append({"text": text, "voice": family, "settings": settings, "aug": aug,
-                             "seconds": round(x.numel() / SAMPLE_RATE, 3)})
-    torch.save({"feats": feats, "meta": meta}, shard_path + ".tmp")
+                m = {"text": text, "voice": family, "settings": settings}
+                if store == "feats":
+                    x, m["aug"] = augment.augment(x, rng)
+                    utts.append(frontend.fbank(x).to(torch.float16))
+                else:
+                    utts.append(to_int16(x))
+                m["seconds"] = round(x.numel() / SAMPLE_RATE, 3)
+                meta.append(m)
+    torch.save({"wavs" if store == "wav" else "feats": utts, "meta": meta}, shard_path + ".tmp")
     os.replace(shard_path + ".tmp", shard_path)
     return len(meta), sum(m["seconds"] for m in meta)
 
@@ -273,6 +288,9 @@ def main(argv=None):
     p.add_argument("--max-minutes", type=float, default=4.0,
                    help="stop synthesizing training speech after this long")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--store", choices=("wav", "feats"), default="wav",
+                   help="training shards hold clean int16 waveforms (augmented by train.py at "
+                        "every step) or fbank features augmented here once")
     a = p.parse_args(argv)
 
     t0 = time.time()
@@ -301,7 +319,7 @@ def main(argv=None):
         sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
         plan = train_plan(sentences, train_families, a.max_train, a.seed)
         jobs = [(os.path.join(train_dir, f"shard{j:05d}.pt"), a.seed * 7919 + j,
-                 plan[i:i + a.job_size])
+                 plan[i:i + a.job_size], a.store)
                 for j, i in enumerate(range(0, len(plan), a.job_size))]
         jobs = [j for j in jobs if not os.path.exists(j[0])]  # resumable
 
@@ -325,7 +343,7 @@ def main(argv=None):
     for leftover in os.listdir(train_dir) if a.max_train > 0 else []:
         if leftover.endswith(".tmp"):
             os.remove(os.path.join(train_dir, leftover))
-    summary = {"train_voices": train_families, "heldout_voices": heldout,
+    summary = {"train_voices": train_families, "heldout_voices": heldout, "store": a.store,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "eval_utterances": len(rows), "minutes": round((time.time() - t0) / 60, 2)}
     with open(os.path.join(a.out, "synth_summary.json"), "w", encoding="utf-8") as f:

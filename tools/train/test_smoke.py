@@ -2,7 +2,8 @@
 runs tools/train/smoke_test.sh (run_gpu.sh: unpack or system synthesizers,
 tokenizer, synthesis, training, export, evaluation) and checks what it hands
 back: the file limits of the GPU machine's output folder, the split model
-reassembled, loaded by the reference and decoding a held-out utterance.
+reassembled, loaded by the reference and decoding a held-out utterance; that
+training ran on waveforms with online augmentation, and that it resumes.
 
 Needs espeak-ng, flite, festival, festvox-kallpc16k and python3-sentencepiece
 (or the .debs of tools/train/fetch_debs.sh in <repo>/.devdebs)."""
@@ -73,6 +74,27 @@ class SmokeTest(unittest.TestCase):
             with open(os.path.join(model, "synth_summary.json"), encoding="utf-8") as f:
                 synth = json.load(f)
             self.assertNotIn("espeak:en-029", synth["train_voices"])
+            # The default data flow: clean waveforms, augmented afresh at every step.
+            self.assertEqual(synth["store"], "wav")
+            with open(os.path.join(model, "train_summary.json"), encoding="utf-8") as f:
+                summary = json.load(f)
+            self.assertEqual((summary["data"], summary["online_augment"]), ("wavs", True))
+            self.assertEqual(summary["steps"], 30)
+
+            # Training resumes from its checkpoint (and the augmentation's streams).
+            args = ["--num-blocks", "2", "--output-size", "32", "--linear-units", "64",
+                    "--batch-frames", "2000", "--device", "cpu", "--threads", "2",
+                    "--warmup-steps", "10", "--log-every", "1", "--ckpt-minutes", "100"]
+            r = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "tools.train.train",
+                                "--data", os.path.join(d, "work/data"),
+                                "--tokenizer", os.path.join(d, "work/tok"),
+                                "--work", os.path.join(d, "work/train"), "--max-steps", "33"] + args,
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-4000:])
+            self.assertIn("resumed from", r.stdout)
+            self.assertIn("step 33 ", r.stdout)
+            with open(os.path.join(d, "work/train/train_summary.json"), encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["steps"], 33)
 
             # The exported directory decodes a held-out WAV by streaming.
             with open(os.path.join(d, "work/data/eval/eval.jsonl"), encoding="utf-8") as f:

@@ -1,6 +1,6 @@
 """Unit tests of the training pipeline's pure parts (run by ctest, CPU):
 normaliser, corpus split, batched augmentation, the batched front end
-(WaveStore, BatchFbank against the reference fbank), masks, checkpoint
+(WaveStore, BatchFbank against the reference fbank, CMVN), masks, checkpoint
 parts, and one training step of the reference model through train_forward."""
 
 import math
@@ -14,7 +14,7 @@ import torchaudio
 
 from tools.reference import frontend
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
-from tools.train import augment, checkpoint, corpus, gpu_frontend
+from tools.train import augment, checkpoint, corpus, gpu_frontend, synth, train
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
 from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
                                        freq_warp, greedy_decode, output_lengths)
@@ -253,6 +253,19 @@ class FrontendTest(unittest.TestCase):
         self.assertFalse(torch.equal(data.batch([3, 0, 2])[0], feats))  # a fresh draw
         data.reseed(3)
         self.assertTrue(torch.equal(data.batch([3, 0, 2])[0], feats))
+
+    def test_cmvn_over_clean_waveforms(self):
+        waves = test_waves((0.6, 0.45, 0.3))
+        data = gpu_frontend.WaveFeatures([synth.to_int16(w) for w in waves], "cpu", False)
+        stats = train.cmvn_stats(data, [[0, 2], [1]])
+        ref = frontend.cmvn_stats(torch.cat([frontend.fbank(synth.to_int16(w) / 32768.0)
+                                             for w in waves]))
+        self.assertEqual(stats["frame_num"], ref["frame_num"])
+        for key in ("mean_stat", "var_stat"):
+            self.assertTrue(torch.allclose(torch.tensor(stats[key]), torch.tensor(ref[key]),
+                                           rtol=1e-5), key)
+        self.assertEqual(gpu_frontend.shortest_samples(torch.tensor([1100, 16000]), True).tolist(),
+                         [1000, 14546])
 
 
 class MaskTest(unittest.TestCase):

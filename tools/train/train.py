@@ -1,12 +1,25 @@
 """Trains the streaming Conformer-CTC with tools/reference's model class.
 
-Input: the feature shards of synth.py (DATA/train/shard*.pt) and a tokenizer
-folder (bpe.model, units.txt). Training: CTC loss, dynamic chunk masks
-(train_forward.dynamic_chunk), SpecAugment, dropout, AdamW with warmup and a
-cosine decay over the wall-clock budget, bf16 autocast on CUDA, global CMVN
-computed on the training features. Checkpoints (checkpoint.py, parts of at
-most 15 MiB) go to WORK/ckpt/stepN every --ckpt-minutes; a run started with
-the same WORK resumes from the newest (or from --resume DIR). At the end the
+Input: the shards of synth.py (DATA/train/shard*.pt) and a tokenizer folder
+(bpe.model, units.txt). Shards hold either clean 16 kHz waveforms (synth.py
+--store wav, the default) or fbank features augmented once at synthesis
+(--store feats, the older flow). Waveforms live on the training device
+(gpu_frontend.WaveStore) and every step makes its batch's features there:
+a fresh augmentation of each utterance (augment.py; --online-augment, on by
+default), then the reference's Kaldi fbank, batched (gpu_frontend.BatchFbank);
+so every epoch hears each sentence with new speed, room, band, noise and
+level. Feature shards go to the device as they are (FeatureStore) and get
+no waveform augmentation here.
+
+Training: CTC loss, dynamic chunk masks (train_forward.dynamic_chunk), vocal
+tract length perturbation and SpecAugment on the features, dropout, AdamW
+with warmup and a cosine decay over the wall-clock budget, bf16 autocast on
+CUDA, global CMVN computed once at the start over the training features as
+training sees them (one augmented pass, with online augmentation).
+Checkpoints (checkpoint.py, parts of at most 15 MiB) go to WORK/ckpt/stepN
+every --ckpt-minutes; a run started with the same WORK resumes from the
+newest (or from --resume DIR), the augmentation's random streams included
+(restarted from the step, like SpecAugment's). At the end the
 model is exported with tools/reference/model_dir.py as float16 weights, with
 model.safetensors split into parts of at most 16 MiB when larger.
 
@@ -30,6 +43,7 @@ from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig
 from tools.train import checkpoint
 from tools.train.evaluate import edit_distance, read_eval_rows
+from tools.train.gpu_frontend import WaveFeatures, frame_lengths, shortest_samples
 from tools.train.synth import read_wav
 from tools.train.tokenizer import Tokenizer
 from tools.train.train_forward import (PositionCache, add_dropout_hooks, dynamic_chunk,
@@ -40,35 +54,46 @@ def log(msg: str):
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def load_data(data_dir: str, tok: Tokenizer):
-    """(features list (T, 80) float16, token id lists, voices) of every shard."""
-    feats, tokens, voices = [], [], []
-    dropped = 0
+def load_shards(data_dir: str):
+    """(kind, utterances, metas) of every shard: kind "wavs" (clean int16
+    waveforms) or "feats" ((T, 80) float16 features, augmented at synthesis)."""
+    kind, utts, metas = None, [], []
     for path in sorted(glob.glob(os.path.join(data_dir, "train", "shard*.pt"))):
         shard = torch.load(path, weights_only=False)
-        for f, m in zip(shard["feats"], shard["meta"]):
-            ids = tok.encode(m["text"])
-            # CTC needs at least one frame per unit (plus blanks between repeats).
-            if not ids or len(ids) + 2 > int(output_lengths(torch.tensor(f.size(0)))):
-                dropped += 1
-                continue
-            feats.append(f)
+        k = "wavs" if "wavs" in shard else "feats"
+        if kind not in (None, k):
+            sys.exit(f"train: {data_dir}/train mixes waveform and feature shards ({path})")
+        kind = k
+        utts.extend(shard[k])
+        metas.extend(shard["meta"])
+    return kind, utts, metas
+
+
+def usable(metas, min_frames, tok: Tokenizer):
+    """(indices of the utterances CTC can train on, their token id lists):
+    CTC needs at least one frame per unit (plus blanks between repeats)."""
+    keep, tokens = [], []
+    for i, (m, n) in enumerate(zip(metas, min_frames)):
+        ids = tok.encode(m["text"])
+        if ids and len(ids) + 2 <= int(output_lengths(torch.tensor(int(n)))):
+            keep.append(i)
             tokens.append(ids)
-            voices.append(m["voice"])
-    return feats, tokens, voices, dropped
+    return keep, tokens
 
 
-def global_cmvn(feats):
-    """WeNet global_cmvn statistics over every training frame (float64)."""
-    s = torch.zeros(80, dtype=torch.float64)
-    sq = torch.zeros(80, dtype=torch.float64)
+def cmvn_stats(store, batches):
+    """WeNet global_cmvn statistics (float64) over every frame of `batches`
+    as store.batch makes them (padding frames are zero and not counted)."""
+    s = sq = 0.0
     n = 0
-    for f in feats:
-        f = f.to(torch.float64)
-        s += f.sum(0)
-        sq += (f * f).sum(0)
-        n += f.size(0)
-    return {"mean_stat": s.tolist(), "var_stat": sq.tolist(), "frame_num": n}
+    with torch.no_grad():
+        for idx in batches:
+            x, lengths = store.batch(idx)
+            x = x.double()
+            s = s + x.sum((0, 1))
+            sq = sq + (x * x).sum((0, 1))
+            n = n + lengths.sum()
+    return {"mean_stat": s.tolist(), "var_stat": sq.tolist(), "frame_num": int(n)}
 
 
 def make_batches(lengths, batch_frames: int, rng: random.Random, shuffle: bool = True):
@@ -199,7 +224,12 @@ def main(argv=None):
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--freq-warp", type=float, default=0.1,
                    help="vocal tract length perturbation: mel axis scaled by 1 +- this (0: off)")
-    p.add_argument("--batch-frames", type=int, default=120000, help="padded fbank frames a batch")
+    p.add_argument("--batch-frames", type=int, default=120000,
+                   help="padded fbank frames a batch (of the clean audio: speed perturbation "
+                        "may lengthen a batch by up to 11 %%)")
+    p.add_argument("--online-augment", action=argparse.BooleanOptionalAction, default=None,
+                   help="fresh augmentation of every batch (augment.py) on the device; "
+                        "default: on when the shards hold waveforms")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--final-lr-ratio", type=float, default=0.02)
     p.add_argument("--warmup-steps", type=int, default=1000)
@@ -229,13 +259,31 @@ def main(argv=None):
     os.makedirs(a.work, exist_ok=True)
 
     tok = Tokenizer(os.path.join(a.tokenizer, "bpe.model"))
-    feats, tokens, voices, dropped = load_data(a.data, tok)
-    if not feats:
+    kind, utts, metas = load_shards(a.data)
+    if not utts:
         sys.exit(f"train: no training utterances in {a.data}/train")
-    frames = [f.size(0) for f in feats]
+    online = kind == "wavs" if a.online_augment is None else a.online_augment
+    if online and kind != "wavs":
+        sys.exit("train: --online-augment needs waveform shards (synth.py --store wav); "
+                 f"{a.data}/train holds features, augmented at synthesis")
+    if kind == "wavs":
+        samples = torch.tensor([w.numel() for w in utts])
+        frames = frame_lengths(samples).tolist()
+        keep, tokens = usable(metas, frame_lengths(shortest_samples(samples, online)).tolist(), tok)
+        store = WaveFeatures([utts[i] for i in keep], device, online)
+    else:
+        frames = [f.size(0) for f in utts]
+        keep, tokens = usable(metas, frames, tok)
+        store = FeatureStore([utts[i] for i in keep], device)
+    dropped = len(utts) - len(keep)
+    voices = [metas[i]["voice"] for i in keep]
+    frames = [int(frames[i]) for i in keep]
+    del utts, metas
     hours = sum(frames) / 100 / 3600
-    log(f"data: {len(feats)} utterances, {hours:.2f} h, {dropped} dropped (too short for CTC), "
-        f"{len(set(voices))} voices, {tok.vocab_size} units; loaded in {time.time() - t_start:.0f} s")
+    log(f"data: {len(frames)} utterances ({'waveforms' if kind == 'wavs' else 'features'}, "
+        f"online augmentation {'on' if online else 'off'}), {hours:.2f} h, {dropped} dropped "
+        f"(too short for CTC), {len(set(voices))} voices, {tok.vocab_size} units; "
+        f"loaded in {time.time() - t_start:.0f} s")
 
     held = (HeldOut(a.eval_data, a.eval_per_voice, set(a.heldout_voices.split(",")), tok)
             if a.eval_data else None)
@@ -257,7 +305,8 @@ def main(argv=None):
         start_batch = state.get("batch", 0)
         log(f"resumed from {resume}: step {step}, {train_seconds / 60:.1f} min trained")
     else:
-        stats = global_cmvn(feats)
+        stats = cmvn_stats(store, make_batches(frames, a.batch_frames, random.Random(a.seed),
+                                               shuffle=False))
         mean, istd = frontend.cmvn_from_stats(stats)
         model.encoder.global_cmvn.mean.copy_(mean.to(device))
         model.encoder.global_cmvn.istd.copy_(istd.to(device))
@@ -265,8 +314,9 @@ def main(argv=None):
             json.dump(stats, f)
     log(f"model: {nparams / 1e6:.2f} M parameters ({nparams * 2 / 1e6:.1f} MB in float16), "
         f"device {device}")
-    store = FeatureStore(feats, device)
-    del feats
+    if isinstance(store, WaveFeatures):
+        # A stream of its own (not gen's or rng's), restarted per step like them.
+        store.reseed(random.Random(f"augment/{a.seed}/{step}").getrandbits(62))
     add_dropout_hooks(model, a.dropout)
     positions = PositionCache(a.output_size)
     rng = random.Random(a.seed * 1000 + step)
@@ -300,7 +350,7 @@ def main(argv=None):
             t0 = time.time()
             x, lengths = store.batch(idx)
             targets, tlens = batch_targets(idx, tokens, device)
-            max_out = int(output_lengths(torch.tensor(max(frames[i] for i in idx))))
+            max_out = int(output_lengths(torch.tensor(x.size(1))))
             chunk, left = dynamic_chunk(max_out, rng)
             progress = step / a.max_steps if a.max_steps else train_seconds / budget
             for g in opt.param_groups:
@@ -347,6 +397,7 @@ def main(argv=None):
     finished = (a.max_steps and step >= a.max_steps) or train_seconds >= budget
     summary = {"steps": step, "epochs": epoch, "train_minutes": round(train_seconds / 60, 2),
                "utterances": len(frames), "hours": round(hours, 3), "parameters": nparams,
+               "data": kind, "online_augment": online,
                "finished": bool(finished)}
     if a.export and finished:
         files = export(model, tok, a.export, a.max_file_mib)
