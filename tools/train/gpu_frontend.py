@@ -64,7 +64,8 @@ class BatchFbank:
             frontend.NUM_MEL_BINS, PADDED_WINDOW, float(frontend.SAMPLE_RATE), LOW_FREQ, HIGH_FREQ,
             100.0, -500.0, 1.0)
         # (257, 80): the mel banks plus a zero row for the Nyquist bin.
-        self.mel = torch.nn.functional.pad(mel.to(torch.float32), (0, 1)).t().contiguous().to(device)
+        mel = torch.nn.functional.pad(mel.to(torch.float32), (0, 1))
+        self.mel = mel.t().contiguous().to(device)
         self.eps = torch.finfo(torch.float32).eps
 
     def __call__(self, wav: torch.Tensor, lengths: torch.Tensor):

@@ -85,11 +85,12 @@ class SmokeTest(unittest.TestCase):
             args = ["--num-blocks", "2", "--output-size", "32", "--linear-units", "64",
                     "--batch-frames", "2000", "--device", "cpu", "--threads", "2",
                     "--warmup-steps", "10", "--log-every", "1", "--ckpt-minutes", "100"]
-            r = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "tools.train.train",
-                                "--data", os.path.join(d, "work/data"),
-                                "--tokenizer", os.path.join(d, "work/tok"),
-                                "--work", os.path.join(d, "work/train"), "--max-steps", "33"] + args,
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            work = os.path.join(d, "work")
+            cmd = [os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "tools.train.train",
+                   "--data", os.path.join(work, "data"), "--tokenizer", os.path.join(work, "tok"),
+                   "--work", os.path.join(work, "train"), "--max-steps", "33"]
+            r = subprocess.run(cmd + args, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
             self.assertEqual(r.returncode, 0, r.stdout[-4000:])
             self.assertIn("resumed from", r.stdout)
             self.assertIn("step 33 ", r.stdout)
