@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole training pipeline at a tiny scale on the CPU (about 1-2 minutes on
-# 2 cores): run_gpu.sh with 4 voices (one held out), ~200 utterances stored
+# The whole training pipeline at a tiny scale on the CPU (under half a minute
+# on 2 cores): run_gpu.sh with 4 voices (one held out), ~200 utterances stored
 # as waveforms, a 2-layer d=32 model, 30 steps with online augmentation and
 # the batched fbank on the CPU, export (split into 50 KiB parts to exercise
-# joining), evaluation of the exported model directory.
+# joining), evaluation of the exported model directory. Training uses one
+# thread: its many small tensor operations ran 10-20 times slower with two
+# threads whenever anything else used a core (30 steps: 43 s against 2 s).
 #
 #   tools/train/smoke_test.sh [DIR]     (default: a fresh temporary folder)
 set -euo pipefail
@@ -14,7 +16,7 @@ export PYTHON="${PYTHON:-/usr/bin/python3}"
 export VOICES="espeak:en-us,flite:slt,festival:kal_diphone,espeak:en-029"
 export MAX_TRAIN=200 SYNTH_MINUTES=2 EVAL_PER_VOICE=3 VOCAB=128 CALL_MINUTES=10
 export TRAIN_ARGS="--num-blocks 2 --output-size 32 --linear-units 64 --max-steps 30 \
-  --batch-frames 2000 --device cpu --threads 2 --warmup-steps 10 --lr 2e-3 \
+  --batch-frames 2000 --device cpu --threads 1 --warmup-steps 10 --lr 2e-3 \
   --max-file-mib 0.05 --log-every 10 --ckpt-minutes 100"
 "$repo/tools/train/run_gpu.sh"
 echo "smoke_test: results in $OUT"

@@ -83,7 +83,7 @@ class SmokeTest(unittest.TestCase):
 
             # Training resumes from its checkpoint (and the augmentation's streams).
             args = ["--num-blocks", "2", "--output-size", "32", "--linear-units", "64",
-                    "--batch-frames", "2000", "--device", "cpu", "--threads", "2",
+                    "--batch-frames", "2000", "--device", "cpu", "--threads", "1",
                     "--warmup-steps", "10", "--log-every", "1", "--ckpt-minutes", "100"]
             work = os.path.join(d, "work")
             cmd = [os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "tools.train.train",
