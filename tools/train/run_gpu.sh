@@ -22,8 +22,10 @@
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
 # (utterances, 200000; the synthesis time budget usually ends it first),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
-# TRAIN_ARGS (extra train.py flags), PYTHON (python3), STOP_AFTER (synth: end
-# the call once the data is synthesized), SKIP_EVAL (1: no PyTorch evaluation
+# TRAIN_ARGS (extra train.py flags), SYNTH_ARGS (extra synth.py flags, e.g.
+# "--store feats": augmentation at synthesis, as the bundled model was
+# trained), PYTHON (python3), STOP_AFTER (synth: end the call once the data
+# is synthesized), SKIP_EVAL (1: no PyTorch evaluation
 # after training, when tools/train/eval_cpp.py will evaluate the export).
 #
 # Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
@@ -65,7 +67,7 @@ fi
 if [ ! -f "$WORK/data/synth_summary.json" ]; then
   "$PY" -m tools.train.synth --corpus "$corpus" --out "$WORK/data" --workers "$(nproc)" \
     --max-train "$MAX_TRAIN" --max-minutes "$SYNTH_MINUTES" --eval-per-voice "$EVAL_PER_VOICE" \
-    ${VOICES:+--voices "$VOICES"}
+    ${VOICES:+--voices "$VOICES"} ${SYNTH_ARGS:-}
 fi
 
 if [ "${STOP_AFTER:-}" = synth ]; then
