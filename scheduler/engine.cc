@@ -379,7 +379,7 @@ void Engine::Handle(Command& command) {
     s->shared = std::move(command.open->shared);
     s->opened = command.time;
     s->last_audio = command.time;
-    absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> frontend =
+    absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> frontend =
         model_->CreateFrontEnd(s->request.sample_rate);
     Stream& ref = *s;
     streams_[s->id] = std::move(s);

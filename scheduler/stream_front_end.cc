@@ -53,7 +53,7 @@ void FrontEndPool::Work() {
   }
 }
 
-StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeaturePipeline> pipeline,
+StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline,
                                FrontEndPool* pool, int64_t tag)
     : pipeline_(std::move(pipeline)), pool_(pool), tag_(tag) {}
 

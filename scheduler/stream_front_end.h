@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "encoder/feature_pipeline.h"
+#include "encoder/feature_source.h"
 
 namespace oasr::scheduler {
 
@@ -66,7 +66,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
  public:
   // `pool` (not owned, may be null: inline) must outlive the stream's work;
   // `tag` is passed to the pool's on_done.
-  StreamFrontEnd(std::unique_ptr<encoder::FeaturePipeline> pipeline, FrontEndPool* pool,
+  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
                  int64_t tag);
 
   // Queues 16-bit PCM at the stream's rate (moved in, not copied). Inline, it
@@ -98,7 +98,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // Copies the pipeline's new frames into frames_. Requires mu_.
   void PublishLocked();
 
-  const std::unique_ptr<encoder::FeaturePipeline> pipeline_;
+  const std::unique_ptr<encoder::FeatureSource> pipeline_;
   FrontEndPool* const pool_;
   const int64_t tag_;
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "encoder/fbank.h"
+#include "encoder/feature_pipeline.h"
 
 namespace oasr::scheduler {
 namespace {
