@@ -12,7 +12,8 @@
 //    frames (no resampling, no fbank, no copy: the no-op model reads no
 //    features), so the scheduler's share is measured directly instead of as
 //    a small difference of the front end's large totals. --chunks N sends N
-//    chunks of audio per stream (default 4; the first is not timed), and
+//    chunks of audio per stream (default 4; the first is not timed),
+//    --streams N runs only that many streams (default 1,000 then 10,000), and
 //    --repeat N measures each figure N times, a fresh engine each time, and
 //    also prints the smallest scheduler figure: on a shared machine a
 //    preemption inside a timed tick lands in it, so the minimum is the
@@ -279,10 +280,11 @@ bool RealTime(const std::string& model_dir, int streams, double seconds, int thr
 int main(int argc, char** argv) {
   using namespace oasr::scheduler;
   // Arguments: [encoder threads] [--overhead-only] [--frontend-threads N]
-  //            [--trivial-frontend] [--chunks N] [--repeat N]
+  //            [--trivial-frontend] [--chunks N] [--streams N] [--repeat N]
   bool overhead_only = false;
   OverheadOptions options;
   int repeat = 1;
+  std::vector<int> sizes = {1000, 10000};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--overhead-only") overhead_only = true;
@@ -290,6 +292,7 @@ int main(int argc, char** argv) {
     if (arg == "--frontend-threads" && i + 1 < argc) options.frontend_threads = std::atoi(argv[++i]);
     if (arg == "--chunks" && i + 1 < argc) options.chunks = std::max(2, std::atoi(argv[++i]));
     if (arg == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
+    if (arg == "--streams" && i + 1 < argc) sizes = {std::max(1, std::atoi(argv[++i]))};
   }
   std::printf(
       "== scheduler overhead, no-op model, greedy decoding over 8 units, front end %s%s, "
@@ -298,7 +301,7 @@ int main(int argc, char** argv) {
       options.frontend_threads > 0 ? (std::to_string(options.frontend_threads) + " threads").c_str()
                                    : "inline",
       options.chunks);
-  for (const int streams : {1000, 10000}) {
+  for (const int streams : sizes) {
     double best = INFINITY;
     for (int r = 0; r < repeat; ++r) best = std::min(best, Overhead(streams, options));
     if (repeat > 1) {
