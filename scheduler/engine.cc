@@ -172,8 +172,11 @@ absl::Status Engine::Init() {
   window_frames_ = g.WindowFrames(g.chunk_size);
   window_floats_ = static_cast<size_t>(window_frames_) * g.feature_dim;
   right_context_ = g.right_context;
-  conv_scratch_.assign(static_cast<size_t>(cache_config_.max_batch_size) * cache_config_.num_layers *
-                           cache_config_.cnn_cache_frames() * cache_config_.hidden_dim,
+  // With eviction a stream keeps only its window and is never at capacity
+  // (AttentionCacheManager::AtCapacity), so the per-chunk check is skipped.
+  check_capacity_ = !cache_config_.eviction_enabled();
+  conv_row_shape_ = cnn_->CohortShape(1);
+  conv_scratch_.assign(static_cast<size_t>(cache_config_.max_batch_size) * conv_row_shape_.numel(),
                        0.0f);
   log_probs_.assign(static_cast<size_t>(cache_config_.max_batch_size) * g.chunk_size * g.vocab_size,
                     0.0f);
@@ -548,11 +551,13 @@ void Engine::RunCohort() {
       if (flushed) Finish(s, FinishReason::kStop);
       continue;
     }
-    absl::StatusOr<bool> full = s.context->AtCapacity();
-    if (full.ok() && *full) {
-      // The ceiling: the stream ends cleanly with the transcript so far.
-      Finish(s, FinishReason::kLength);
-      continue;
+    if (check_capacity_) {
+      absl::StatusOr<bool> full = s.context->AtCapacity();
+      if (full.ok() && *full) {
+        // The ceiling: the stream ends cleanly with the transcript so far.
+        Finish(s, FinishReason::kLength);
+        continue;
+      }
     }
     CohortRow& row = rows_.emplace_back();
     row.context = &*s.context;
@@ -560,7 +565,10 @@ void Engine::RunCohort() {
     row.offset = s.offset;
     row.out_frames = g.OutputFrames(row.feat_frames);
     row.conv_state = ConvScratch(rows_.size() - 1);
-    absl::Status conv = s.context->GetCnnCache(row.conv_state);
+    // By the context's slot: the conv states are slot-addressed, so this
+    // needs no stream-id lookup (the context holds the slot while admitted).
+    const int32_t slot = s.context->slot();
+    absl::Status conv = cnn_->states().Gather(0, {&slot, 1}, row.conv_state, nullptr);
     OASR_CHECK(conv.ok(), std::string(conv.message()));
     row_streams_.push_back(&s);
     row_ids_.push_back(s.id);
@@ -625,7 +633,11 @@ void Engine::RunCohort() {
   row_status_.resize(n);
   for (size_t b = 0; b < n; ++b) {
     Stream& s = *row_streams_[b];
-    row_commit_[b] = s.context->CommitChunkPaged(rows_[b].out_frames, rows_[b].conv_state);
+    row_commit_[b] = s.context->CommitChunkPaged(rows_[b].out_frames);
+    if (row_commit_[b].ok()) {
+      const int32_t slot = s.context->slot();
+      row_commit_[b] = cnn_->states().Scatter(0, {&slot, 1}, rows_[b].conv_state, nullptr);
+    }
     row_states_[b] = row_commit_[b].ok() ? s.decoder_state : nullptr;
     row_frames_[b] = static_cast<int32_t>(rows_[b].out_frames);
   }
@@ -763,11 +775,8 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
 }
 
 TensorView Engine::ConvScratch(size_t row) {
-  const int64_t layers = cache_config_.num_layers;
-  const int64_t frames = cache_config_.cnn_cache_frames();
-  const int64_t dim = cache_config_.hidden_dim;
-  return TensorView(conv_scratch_.data() + row * layers * frames * dim, DType::kFloat32,
-                    Shape{layers, 1, frames, dim}, Device::Cpu());
+  return TensorView(conv_scratch_.data() + row * conv_row_shape_.numel(), DType::kFloat32,
+                    conv_row_shape_, Device::Cpu());
 }
 
 void Engine::UpdateGauges() {

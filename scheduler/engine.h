@@ -158,6 +158,8 @@ class Engine {
   int64_t window_frames_ = 0;  // A full chunk's window.
   size_t window_floats_ = 0;   // window_frames_ * feature_dim.
   int64_t right_context_ = 0;
+  bool check_capacity_ = true;  // Streams can reach max_stream_frames (no eviction).
+  Shape conv_row_shape_;        // One row of conv state: (layers, 1, K - 1, d).
   std::unique_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::StreamSlotPool> slots_;
   std::unique_ptr<cache::AttentionCacheManager> attention_;
