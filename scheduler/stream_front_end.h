@@ -109,7 +109,11 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   bool scheduled_ = false;  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
-  std::vector<float> frames_;  // Published [n, 80] frames from first_frame_ on (pool only).
+  // Published [n, 80] frames from base_frame_ on (pool only). Frames before
+  // first_frame_ are discarded but stay until they outnumber the rest, so
+  // dropping a chunk's frames does not move a long backlog every time.
+  std::vector<float> frames_;
+  int64_t base_frame_ = 0;
   int64_t first_frame_ = 0;
   std::atomic<int64_t> frames_ready_{0};
   std::atomic<bool> flushed_{false};
