@@ -97,6 +97,7 @@ struct Engine::Stream {
   bool queued = false;          // In ready_: has a chunk (or its end) to process.
   bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
   size_t active_index = 0;      // Position in active_ while admitted.
+  size_t ready_index = 0;       // Position in ready_ while queued.
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
   // The stream's pooled decoder state (owned by the CTC state pool) while admitted.
@@ -522,6 +523,7 @@ void Engine::MarkReady(Stream& s) {
   // next tick finishes it).
   if (s.admitted && !s.queued && (ChunkReady(s) || s.frontend->flushed())) {
     s.queued = true;
+    s.ready_index = ready_.size();
     ready_.push_back(&s);
   }
 }
@@ -750,9 +752,16 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   // Work a front-end worker still holds is dropped; the worker frees the
   // pipeline if it lets go last.
   if (s.frontend != nullptr) s.frontend->Close();
-  if (s.queued) ready_.erase(std::find(ready_.begin(), ready_.end(), &s));
+  // Swap-removes: neither ready_'s nor active_'s order carries meaning (a
+  // cohort's rows may come in any order), and a burst of cancellations stays
+  // linear.
+  if (s.queued) {
+    Stream* last = ready_.back();
+    ready_[s.ready_index] = last;
+    last->ready_index = s.ready_index;
+    ready_.pop_back();
+  }
   if (s.admitted) {
-    // Swap-remove: active_'s order carries no meaning.
     Stream* last = active_.back();
     active_[s.active_index] = last;
     last->active_index = s.active_index;
