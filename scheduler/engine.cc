@@ -710,8 +710,9 @@ void Engine::AfterChunk(size_t row, Clock::time_point now) {
   if (finals) s.last_partial.clear();
   bool partial = false;
   if (r.partial.has_value()) {
-    const std::string& text =
-        r.partial->nbest.empty() ? std::string() : r.partial->nbest[0].transcript;
+    // Both arms lvalues, so the transcript is compared in place, not copied.
+    static const std::string kNone;
+    const std::string& text = r.partial->nbest.empty() ? kNone : r.partial->nbest[0].transcript;
     if (text != s.last_partial) {
       s.last_partial = text;
       partial = true;
