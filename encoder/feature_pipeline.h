@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "encoder/fbank.h"
+#include "encoder/feature_source.h"
 #include "encoder/global_cmvn.h"
 #include "encoder/resampler.h"
 
@@ -22,7 +23,8 @@ struct FeaturePipelineOptions {
   absl::Status Validate() const;
 };
 
-class FeaturePipeline {
+// The production FeatureSource: 80-bin fbank at 16 kHz, 10 ms shift.
+class FeaturePipeline final : public FeatureSource {
  public:
   // `cmvn` (not owned, may be null for raw fbank) must outlive the
   // pipeline and have Fbank::kNumBins entries.
@@ -32,21 +34,21 @@ class FeaturePipeline {
   // Feeds n samples in [-1, 1) (floats) or 16-bit PCM at the input rate.
   // FAILED_PRECONDITION after InputFinished. Not thread-safe: one owner.
   absl::Status AcceptWaveform(const float* samples, int64_t n);
-  absl::Status AcceptPcm16(const int16_t* samples, int64_t n);
+  absl::Status AcceptPcm16(const int16_t* samples, int64_t n) override;
 
   // No more audio: flushes the resampler's tail into frames.
-  absl::Status InputFinished();
+  absl::Status InputFinished() override;
   bool input_finished() const { return finished_; }
 
   // Frames produced since the start (including discarded ones).
-  int64_t NumFramesReady() const { return first_frame_ + static_cast<int64_t>(frames_.size() / Fbank::kNumBins); }
+  int64_t NumFramesReady() const override { return first_frame_ + static_cast<int64_t>(frames_.size() / Fbank::kNumBins); }
 
   // Copies frames [start, start + count) to out ([count, 80] floats).
   // OUT_OF_RANGE when they are not ready yet or were discarded.
-  absl::Status GetFrames(int64_t start, int64_t count, float* out) const;
+  absl::Status GetFrames(int64_t start, int64_t count, float* out) const override;
 
   // Forgets frames before `frame` (bounded memory for long streams).
-  void DiscardFramesBefore(int64_t frame);
+  void DiscardFramesBefore(int64_t frame) override;
 
  private:
   FeaturePipeline(std::unique_ptr<Resampler> resampler, const GlobalCmvn* cmvn)

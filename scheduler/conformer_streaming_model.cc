@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/attention_cache_manager.h"
 #include "cache/cnn_cache_manager.h"
+#include "encoder/feature_pipeline.h"
 
 namespace oasr::scheduler {
 
@@ -55,7 +56,7 @@ std::vector<cache::StreamStateSpec> ConformerStreamingModel::StreamStates() cons
   return {conv};
 }
 
-absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> ConformerStreamingModel::CreateFrontEnd(
+absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> ConformerStreamingModel::CreateFrontEnd(
     int sample_rate) const {
   encoder::FeaturePipelineOptions options;
   options.sample_rate = sample_rate;

@@ -33,7 +33,7 @@ class ConformerStreamingModel final : public StreamingModel {
   // conv module's left context "cnn", per slot (layers, K - 1, d) float32,
   // slot axis 1 (CnnCacheManager's layout). Zero is a new stream's state.
   std::vector<cache::StreamStateSpec> StreamStates() const;
-  absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> CreateFrontEnd(
+  absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateFrontEnd(
       int sample_rate) const override;
   absl::Status ForwardCohort(std::span<const CohortRow> rows, float* log_probs) override;
 

@@ -86,28 +86,32 @@ struct Engine::Command {
   absl::Status error;          // kCancel: why (OK: the client left)
 };
 
-// One stream, owned by the scheduler thread.
+// One stream, owned by the scheduler thread. What every chunk reads comes
+// first; what only opening and admission read (the decode options, behind a
+// pointer) stays out of the way.
 struct Engine::Stream {
   int64_t id = 0;
-  StreamRequest request;
-  std::shared_ptr<StreamShared> shared;
-  // Shared with the front-end workers while they hold work of this stream.
-  std::shared_ptr<StreamFrontEnd> frontend;
-  std::optional<cache::StreamContext> context;  // Set while admitted.
+  int sample_rate = 16000;
+  bool interim_results = true;
   bool admitted = false;
-  size_t active_index = 0;  // Position in active_ while admitted.
-  bool queued = false;      // In ready_: has a chunk (or its end) to process.
-  // The stream's pooled decoder state (owned by the CTC state pool) while admitted.
-  cache::DecoderState* decoder_state = nullptr;
+  bool queued = false;          // In ready_: has a chunk (or its end) to process.
+  bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
+  size_t active_index = 0;      // Position in active_ while admitted.
+  size_t ready_index = 0;       // Position in ready_ while queued.
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
-  bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
-  Clock::time_point opened;
-  Clock::time_point last_audio;     // Arrival of the latest audio command.
+  // The stream's pooled decoder state (owned by the CTC state pool) while admitted.
+  cache::DecoderState* decoder_state = nullptr;
+  // Shared with the front-end workers while they hold work of this stream.
+  std::shared_ptr<StreamFrontEnd> frontend;
+  std::shared_ptr<StreamShared> shared;
+  std::optional<cache::StreamContext> context;   // Set while admitted.
+  Clock::time_point last_audio;                  // Arrival of the latest audio command.
   std::optional<Clock::time_point> ready_since;  // When the next chunk's audio was complete.
-  std::string last_partial;         // Transcript of the last interim result sent.
-  std::vector<float> window;        // [window_frames, feature_dim] scratch, sized once.
-  int64_t window_frames = 0;        // Frames of the chunk now in flight.
+  std::string last_partial;                      // Transcript of the last interim result sent.
+  Clock::time_point opened;
+  // The request's decode options until admission configures the decoder.
+  std::unique_ptr<decoder::StreamOptions> decode;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
@@ -165,11 +169,19 @@ absl::Status Engine::Init() {
         &stats_.frontend_pool_ns);
   }
 
-  conv_scratch_.assign(static_cast<size_t>(cache_config_.max_batch_size) * cache_config_.num_layers *
-                           cache_config_.cnn_cache_frames() * cache_config_.hidden_dim,
+  stride_frames_ = g.StrideFrames();
+  window_frames_ = g.WindowFrames(g.chunk_size);
+  window_floats_ = static_cast<size_t>(window_frames_) * g.feature_dim;
+  right_context_ = g.right_context;
+  // With eviction a stream keeps only its window and is never at capacity
+  // (AttentionCacheManager::AtCapacity), so the per-chunk check is skipped.
+  check_capacity_ = !cache_config_.eviction_enabled();
+  conv_row_shape_ = cnn_->CohortShape(1);
+  conv_scratch_.assign(static_cast<size_t>(cache_config_.max_batch_size) * conv_row_shape_.numel(),
                        0.0f);
   log_probs_.assign(static_cast<size_t>(cache_config_.max_batch_size) * g.chunk_size * g.vocab_size,
                     0.0f);
+  feats_.assign(static_cast<size_t>(cache_config_.max_batch_size) * window_floats_, 0.0f);
   rows_.reserve(cache_config_.max_batch_size);
   row_streams_.reserve(cache_config_.max_batch_size);
   row_ids_.reserve(cache_config_.max_batch_size);
@@ -374,13 +386,16 @@ bool Engine::Tick(std::vector<Command>& commands) {
 void Engine::Handle(Command& command) {
   if (command.type == Command::Type::kOpen) {
     auto s = std::make_unique<Stream>();
+    StreamRequest& request = command.open->request;
     s->id = command.stream_id;
-    s->request = std::move(command.open->request);
+    s->sample_rate = request.sample_rate;
+    s->interim_results = request.interim_results;
+    s->decode = std::make_unique<decoder::StreamOptions>(std::move(request.decode));
     s->shared = std::move(command.open->shared);
     s->opened = command.time;
     s->last_audio = command.time;
-    absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> frontend =
-        model_->CreateFrontEnd(s->request.sample_rate);
+    absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> frontend =
+        model_->CreateFrontEnd(s->sample_rate);
     Stream& ref = *s;
     streams_[s->id] = std::move(s);
     if (!frontend.ok()) {
@@ -389,8 +404,6 @@ void Engine::Handle(Command& command) {
     }
     ref.frontend =
         std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(), ref.id);
-    const ModelGeometry& g = model_->geometry();
-    ref.window.assign(static_cast<size_t>(g.WindowFrames(g.chunk_size)) * g.feature_dim, 0.0f);
     waiting_.push_back(&ref);
     return;
   }
@@ -438,7 +451,7 @@ void Engine::Handle(Command& command) {
         Finish(s, FinishReason::kError, status);
         return;
       }
-      if (!s.ready_since.has_value() && (ChunkReady(s) || Drained(s))) {
+      if (!s.ready_since.has_value() && (ChunkReady(s) || s.frontend->flushed())) {
         s.ready_since = s.last_audio;
       }
       MarkReady(s);
@@ -485,8 +498,9 @@ void Engine::Admit() {
     s.context.emplace(std::move(*context));
     absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
     absl::Status configured =
-        handle.ok() ? decoder_->ConfigureStream(handle->state(), s.request.decode) : handle.status();
+        handle.ok() ? decoder_->ConfigureStream(handle->state(), *s.decode) : handle.status();
     if (handle.ok()) s.decoder_state = &handle->state();
+    s.decode.reset();
     s.admitted = true;
     s.active_index = active_.size();
     active_.push_back(&s);
@@ -500,18 +514,16 @@ void Engine::Admit() {
 }
 
 bool Engine::ChunkReady(const Stream& s) const {
-  const ModelGeometry& g = model_->geometry();
-  const int64_t start = s.chunks_done * g.StrideFrames();
-  const int64_t available = s.frontend->NumFramesReady() - start;
-  if (available >= g.WindowFrames(g.chunk_size)) return true;
-  return s.frontend->flushed() && available > g.right_context;
+  const int64_t available = s.frontend->NumFramesReady() - s.chunks_done * stride_frames_;
+  return available >= window_frames_ || (available > right_context_ && s.frontend->flushed());
 }
 
-bool Engine::Drained(const Stream& s) const { return s.frontend->flushed() && !ChunkReady(s); }
-
 void Engine::MarkReady(Stream& s) {
-  if (s.admitted && !s.queued && (ChunkReady(s) || Drained(s))) {
+  // A chunk to run, or the end of the audio with none left (drained: the
+  // next tick finishes it).
+  if (s.admitted && !s.queued && (ChunkReady(s) || s.frontend->flushed())) {
     s.queued = true;
+    s.ready_index = ready_.size();
     ready_.push_back(&s);
   }
 }
@@ -527,68 +539,83 @@ void Engine::RunCohort() {
   row_streams_.clear();
   row_ids_.clear();
   // Only streams with something to do are visited: idle ones cost nothing.
-  // Finish() edits ready_, so this tick works on a swapped-out copy.
+  // Finish() edits ready_, so this tick works on a swapped-out copy. One
+  // pass picks the cohort and lays out each row (window, offset, conv state).
   ready_now_.swap(ready_);
-  for (Stream* sp : ready_now_) sp->queued = false;
   for (Stream* sp : ready_now_) {
     Stream& s = *sp;
-    if (Drained(s)) {
-      Finish(s, FinishReason::kStop);
+    s.queued = false;
+    const int64_t start = s.chunks_done * stride_frames_;
+    const int64_t available = s.frontend->NumFramesReady() - start;
+    const bool flushed = s.frontend->flushed();
+    if (available < window_frames_ && !(flushed && available > right_context_)) {
+      // No chunk: drained after the end of the audio, or not ready after all.
+      if (flushed) Finish(s, FinishReason::kStop);
       continue;
     }
-    if (!ChunkReady(s)) continue;
-    absl::StatusOr<bool> full = s.context->AtCapacity();
-    if (full.ok() && *full) {
-      // The ceiling: the stream ends cleanly with the transcript so far.
-      Finish(s, FinishReason::kLength);
-      continue;
+    if (check_capacity_) {
+      absl::StatusOr<bool> full = s.context->AtCapacity();
+      if (full.ok() && *full) {
+        // The ceiling: the stream ends cleanly with the transcript so far.
+        Finish(s, FinishReason::kLength);
+        continue;
+      }
     }
+    CohortRow& row = rows_.emplace_back();
+    row.context = &*s.context;
+    row.feat_frames = std::min(window_frames_, available);
+    row.offset = s.offset;
+    row.out_frames = g.OutputFrames(row.feat_frames);
+    row.conv_state = ConvScratch(rows_.size() - 1);
+    // By the context's slot: the conv states are slot-addressed, so this
+    // needs no stream-id lookup (the context holds the slot while admitted).
+    const int32_t slot = s.context->slot();
+    absl::Status conv = cnn_->states().Gather(0, {&slot, 1}, row.conv_state, nullptr);
+    OASR_CHECK(conv.ok(), std::string(conv.message()));
     row_streams_.push_back(&s);
+    row_ids_.push_back(s.id);
   }
   ready_now_.clear();
-  if (row_streams_.empty()) return;
+  if (rows_.empty()) return;
 
-  for (Stream* s : row_streams_) row_ids_.push_back(s->id);
   absl::Status prepared = attention_->PrepareChunksBatched(row_ids_);
   if (!prepared.ok()) {
     // The pool cannot serve the whole cohort: serve who it can, one by one;
     // a stream that cannot get a block ends at its memory ceiling ("length").
+    // A kept row keeps its conv scratch (rows never share one).
     size_t kept = 0;
-    for (Stream* s : row_streams_) {
+    for (size_t b = 0; b < rows_.size(); ++b) {
+      Stream* s = row_streams_[b];
       if (s->context->PrepareChunk().ok()) {
-        row_streams_[kept++] = s;
+        row_streams_[kept] = s;
+        rows_[kept++] = rows_[b];
       } else {
         Finish(*s, FinishReason::kLength);
       }
     }
     row_streams_.resize(kept);
+    rows_.resize(kept);
     if (kept == 0) return;
   }
+  const size_t n = rows_.size();
 
-  // Each row's feature window (a copy of the front end's published frames).
+  // Each row's feature window, copied from the front end's published frames
+  // into the cohort's packed buffer; the frames before it (the previous
+  // chunk's only) are forgotten first.
   {
     ScopedNanos timer(stats_.frontend_ns);
-    for (Stream* s : row_streams_) {
-      const int64_t start = s->chunks_done * g.StrideFrames();
-      s->window_frames =
-          std::min<int64_t>(g.WindowFrames(g.chunk_size), s->frontend->NumFramesReady() - start);
-      absl::Status got = s->frontend->GetFrames(start, s->window_frames, s->window.data());
+    for (size_t b = 0; b < n; ++b) {
+      Stream& s = *row_streams_[b];
+      CohortRow& row = rows_[b];
+      const int64_t start = s.chunks_done * stride_frames_;
+      float* feats = feats_.data() + b * window_floats_;
+      s.frontend->DiscardFramesBefore(start);
+      absl::Status got = s.frontend->GetFrames(start, row.feat_frames, feats);
       OASR_CHECK(got.ok(), std::string(got.message()));
+      row.feats = feats;
     }
   }
-  for (Stream* s : row_streams_) {
-    CohortRow row;
-    row.context = &*s->context;
-    row.feats = s->window.data();
-    row.feat_frames = s->window_frames;
-    row.offset = s->offset;
-    row.out_frames = g.OutputFrames(s->window_frames);
-    row.conv_state = ConvScratch(rows_.size());
-    absl::Status conv = s->context->GetCnnCache(row.conv_state);
-    OASR_CHECK(conv.ok(), std::string(conv.message()));
-    rows_.push_back(row);
-  }
-  stats_.batch_size.Observe(static_cast<double>(rows_.size()));
+  stats_.batch_size.Observe(static_cast<double>(n));
 
   absl::Status forward;
   {
@@ -596,20 +623,23 @@ void Engine::RunCohort() {
     forward = model_->ForwardCohort(rows_, log_probs_.data());
   }
   if (!forward.ok()) {
-    spdlog::error("cohort forward of {} streams failed: {}", rows_.size(), forward.ToString());
+    spdlog::error("cohort forward of {} streams failed: {}", n, forward.ToString());
     for (Stream* s : row_streams_) Finish(*s, FinishReason::kError, forward);
     return;
   }
 
   // Commit every row; a row whose commit fails is left out of the decode.
-  const size_t n = rows_.size();
   row_states_.resize(n);
   row_frames_.resize(n);
   row_commit_.resize(n);
   row_status_.resize(n);
   for (size_t b = 0; b < n; ++b) {
     Stream& s = *row_streams_[b];
-    row_commit_[b] = s.context->CommitChunkPaged(rows_[b].out_frames, rows_[b].conv_state);
+    row_commit_[b] = s.context->CommitChunkPaged(rows_[b].out_frames);
+    if (row_commit_[b].ok()) {
+      const int32_t slot = s.context->slot();
+      row_commit_[b] = cnn_->states().Scatter(0, {&slot, 1}, rows_[b].conv_state, nullptr);
+    }
     row_states_[b] = row_commit_[b].ok() ? s.decoder_state : nullptr;
     row_frames_[b] = static_cast<int32_t>(rows_[b].out_frames);
   }
@@ -626,17 +656,9 @@ void Engine::RunCohort() {
       r.finals = decoder_->TakeFinalResults(state);
       r.status = decoder_->GetStatus(state);
       r.partial.reset();
-      if (row_streams_[b]->request.interim_results && !r.status.finished) {
+      if (row_streams_[b]->interim_results && !r.status.finished) {
         r.partial = decoder_->PartialResult(state);
       }
-    }
-  }
-  {
-    ScopedNanos timer(stats_.frontend_ns);
-    for (size_t b = 0; b < n; ++b) {
-      Stream& s = *row_streams_[b];
-      if (row_status_[b].ok())
-        s.frontend->DiscardFramesBefore((s.chunks_done + 1) * g.StrideFrames());
     }
   }
   const Clock::time_point now = Clock::now();
@@ -662,11 +684,10 @@ void Engine::AfterChunk(size_t row, Clock::time_point now) {
     Finish(s, FinishReason::kError, std::move(row_status_[row]));
     return;
   }
-  const ModelGeometry& g = model_->geometry();
   ++s.chunks_done;
   s.offset += rows_[row].out_frames;
   // Input-rate samples whose frames are now decoded (for the audio bound).
-  const int64_t consumed = s.chunks_done * g.StrideFrames() * 160 * s.request.sample_rate / 16000;
+  const int64_t consumed = s.chunks_done * stride_frames_ * 160 * s.sample_rate / 16000;
   s.shared->samples_consumed.store(
       std::min(consumed, s.shared->samples_pushed.load(std::memory_order_relaxed)),
       std::memory_order_relaxed);
@@ -678,24 +699,31 @@ void Engine::AfterChunk(size_t row, Clock::time_point now) {
   MarkReady(s);  // Already has the next chunk (a client ahead of real time) or its end.
 
   RowResults& r = row_results_[row];
-  StreamEvent event;
-  event.results = std::move(r.finals);
-  event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
   if (r.status.finished) {
     // single_utterance: the first endpoint ends the stream.
-    Finish(s, FinishReason::kEndpoint, absl::OkStatus(), std::move(event.results));
+    Finish(s, FinishReason::kEndpoint, absl::OkStatus(), std::move(r.finals));
     return;
   }
-  if (!event.results.empty()) s.last_partial.clear();
+  // An event only when there is something to say: a final result, or an
+  // interim one whose transcript changed.
+  const bool finals = !r.finals.empty();
+  if (finals) s.last_partial.clear();
+  bool partial = false;
   if (r.partial.has_value()) {
-    const std::string& text =
-        r.partial->nbest.empty() ? std::string() : r.partial->nbest[0].transcript;
+    // Both arms lvalues, so the transcript is compared in place, not copied.
+    static const std::string kNone;
+    const std::string& text = r.partial->nbest.empty() ? kNone : r.partial->nbest[0].transcript;
     if (text != s.last_partial) {
       s.last_partial = text;
-      event.results.push_back(std::move(*r.partial));
+      partial = true;
     }
   }
-  if (!event.results.empty()) s.shared->outbox.Push(std::move(event));
+  if (!finals && !partial) return;
+  StreamEvent event;
+  event.results = std::move(r.finals);
+  if (partial) event.results.push_back(std::move(*r.partial));
+  event.audio_processed_s = s.offset * decoder_->config().frame_shift_ms / 1000.0;
+  s.shared->outbox.Push(std::move(event));
 }
 
 void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
@@ -725,9 +753,16 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   // Work a front-end worker still holds is dropped; the worker frees the
   // pipeline if it lets go last.
   if (s.frontend != nullptr) s.frontend->Close();
-  if (s.queued) ready_.erase(std::find(ready_.begin(), ready_.end(), &s));
+  // Swap-removes: neither ready_'s nor active_'s order carries meaning (a
+  // cohort's rows may come in any order), and a burst of cancellations stays
+  // linear.
+  if (s.queued) {
+    Stream* last = ready_.back();
+    ready_[s.ready_index] = last;
+    last->ready_index = s.ready_index;
+    ready_.pop_back();
+  }
   if (s.admitted) {
-    // Swap-remove: active_'s order carries no meaning.
     Stream* last = active_.back();
     active_[s.active_index] = last;
     last->active_index = s.active_index;
@@ -750,11 +785,8 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
 }
 
 TensorView Engine::ConvScratch(size_t row) {
-  const int64_t layers = cache_config_.num_layers;
-  const int64_t frames = cache_config_.cnn_cache_frames();
-  const int64_t dim = cache_config_.hidden_dim;
-  return TensorView(conv_scratch_.data() + row * layers * frames * dim, DType::kFloat32,
-                    Shape{layers, 1, frames, dim}, Device::Cpu());
+  return TensorView(conv_scratch_.data() + row * conv_row_shape_.numel(), DType::kFloat32,
+                    conv_row_shape_, Device::Cpu());
 }
 
 void Engine::UpdateGauges() {

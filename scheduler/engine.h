@@ -145,14 +145,21 @@ class Engine {
   void UpdateGauges();
   // Row `row` of conv_scratch_ as (layers, 1, K - 1, d).
   TensorView ConvScratch(size_t row);
+  // A full chunk (or, after the end of the audio, a last short one) is ready.
   bool ChunkReady(const Stream& s) const;
-  bool Drained(const Stream& s) const;
   void AssertSchedulerThread() const;
 
   const EngineConfig config_;
   std::unique_ptr<StreamingModel> model_;
   std::unique_ptr<decoder::CtcDecoder> decoder_;
   cache::CacheConfig cache_config_;
+  // The model's chunk geometry, read for every ready stream (in feature frames).
+  int64_t stride_frames_ = 0;  // Between consecutive windows.
+  int64_t window_frames_ = 0;  // A full chunk's window.
+  size_t window_floats_ = 0;   // window_frames_ * feature_dim.
+  int64_t right_context_ = 0;
+  bool check_capacity_ = true;  // Streams can reach max_stream_frames (no eviction).
+  Shape conv_row_shape_;        // One row of conv state: (layers, 1, K - 1, d).
   std::unique_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::StreamSlotPool> slots_;
   std::unique_ptr<cache::AttentionCacheManager> attention_;
@@ -191,6 +198,7 @@ class Engine {
   };
   std::vector<RowResults> row_results_;  // Scratch.
   std::vector<double> latencies_;        // Scratch: this tick's chunk latencies.
+  std::vector<float> feats_;             // Scratch [max_batch_size, window_frames, feature_dim].
   std::vector<float> log_probs_;       // Scratch [max_batch_size, chunk, V].
   std::vector<float> conv_scratch_;    // Scratch [max_batch_size, layers, 1, K - 1, d].
   std::thread thread_;

@@ -53,7 +53,7 @@ void FrontEndPool::Work() {
   }
 }
 
-StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeaturePipeline> pipeline,
+StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline,
                                FrontEndPool* pool, int64_t tag)
     : pipeline_(std::move(pipeline)), pool_(pool), tag_(tag) {}
 
@@ -174,7 +174,7 @@ absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out)
                                               start + count, ") not published (have [",
                                               first_frame_, ", ", ready, "))"));
   }
-  std::memcpy(out, frames_.data() + (start - first_frame_) * Fbank::kNumBins,
+  std::memcpy(out, frames_.data() + (start - base_frame_) * Fbank::kNumBins,
               static_cast<size_t>(count) * Fbank::kNumBins * sizeof(float));
   return absl::OkStatus();
 }
@@ -185,11 +185,15 @@ void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t drop = std::clamp<int64_t>(
-      frame - first_frame_, 0, frames_ready_.load(std::memory_order_relaxed) - first_frame_);
+  const int64_t ready = frames_ready_.load(std::memory_order_relaxed);
+  first_frame_ = std::clamp<int64_t>(frame, first_frame_, ready);
+  // Compacts only once the dropped frames are at least as many as the kept
+  // ones: each frame is then moved at most once on average.
+  if (first_frame_ - base_frame_ < ready - first_frame_) return;
   frames_.erase(frames_.begin(),
-                frames_.begin() + static_cast<std::ptrdiff_t>(drop * Fbank::kNumBins));
-  first_frame_ += drop;
+                frames_.begin() +
+                    static_cast<std::ptrdiff_t>((first_frame_ - base_frame_) * Fbank::kNumBins));
+  base_frame_ = first_frame_;
 }
 
 }  // namespace oasr::scheduler

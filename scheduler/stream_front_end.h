@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "encoder/feature_pipeline.h"
+#include "encoder/feature_source.h"
 
 namespace oasr::scheduler {
 
@@ -66,7 +66,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
  public:
   // `pool` (not owned, may be null: inline) must outlive the stream's work;
   // `tag` is passed to the pool's on_done.
-  StreamFrontEnd(std::unique_ptr<encoder::FeaturePipeline> pipeline, FrontEndPool* pool,
+  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
                  int64_t tag);
 
   // Queues 16-bit PCM at the stream's rate (moved in, not copied). Inline, it
@@ -98,7 +98,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // Copies the pipeline's new frames into frames_. Requires mu_.
   void PublishLocked();
 
-  const std::unique_ptr<encoder::FeaturePipeline> pipeline_;
+  const std::unique_ptr<encoder::FeatureSource> pipeline_;
   FrontEndPool* const pool_;
   const int64_t tag_;
 
@@ -109,7 +109,11 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   bool scheduled_ = false;  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
-  std::vector<float> frames_;  // Published [n, 80] frames from first_frame_ on (pool only).
+  // Published [n, 80] frames from base_frame_ on (pool only). Frames before
+  // first_frame_ are discarded but stay until they outnumber the rest, so
+  // dropping a chunk's frames does not move a long backlog every time.
+  std::vector<float> frames_;
+  int64_t base_frame_ = 0;
   int64_t first_frame_ = 0;
   std::atomic<int64_t> frames_ready_{0};
   std::atomic<bool> flushed_{false};

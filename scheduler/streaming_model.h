@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "cache/cache_config.h"
 #include "cache/stream_context.h"
-#include "encoder/feature_pipeline.h"
+#include "encoder/feature_source.h"
 
 namespace oasr::scheduler {
 
@@ -60,8 +60,9 @@ class StreamingModel {
   // engine fills in the pool and batch sizes.
   virtual cache::CacheConfig BaseCacheConfig() const = 0;
 
-  // A front end for one stream at `sample_rate` Hz (resampling, fbank, CMVN).
-  virtual absl::StatusOr<std::unique_ptr<encoder::FeaturePipeline>> CreateFrontEnd(
+  // A front end for one stream at `sample_rate` Hz (resampling, fbank, CMVN:
+  // an encoder::FeaturePipeline in production).
+  virtual absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateFrontEnd(
       int sample_rate) const = 0;
 
   // Runs one chunk for every row in one batched forward. Writes

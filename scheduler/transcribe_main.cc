@@ -136,7 +136,7 @@ absl::Status WriteLogProbs(const ConformerStreamingModel& model,
                            const std::string& path) {
   const ModelGeometry& g = model.geometry();
   const encoder::ModelConfig& c = model.model().config();
-  OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::FeaturePipeline> frontend,
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::FeatureSource> frontend,
                         model.CreateFrontEnd(wav.sample_rate));
   OASR_RETURN_IF_ERROR(
       frontend->AcceptPcm16(wav.samples.data(), static_cast<int64_t>(wav.samples.size())));
