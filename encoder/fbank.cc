@@ -11,15 +11,9 @@ double MelScale(double hz) { return 1127.0 * std::log(1.0 + hz / 700.0); }
 
 }  // namespace
 
-Fbank::Fbank()
-    : fft_(kFftSize),
-      window_(kFrameLength),
-      first_(kNumBins),
-      weights_(kNumBins),
-      frame_(kFftSize),
-      power_(kFftSize / 2 + 1) {
+Fbank::Tables::Tables() : fft(kFftSize), window(kFrameLength), first(kNumBins), weights(kNumBins) {
   for (int n = 0; n < kFrameLength; ++n) {
-    window_[n] = std::pow(0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * n / (kFrameLength - 1)), 0.85);
+    window[n] = std::pow(0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * n / (kFrameLength - 1)), 0.85);
   }
   const double mel_low = MelScale(20.0);
   const double mel_high = MelScale(kSampleRate / 2.0);
@@ -27,20 +21,27 @@ Fbank::Fbank()
   const double bin_hz = static_cast<double>(kSampleRate) / kFftSize;
   for (int m = 0; m < kNumBins; ++m) {
     const double left = mel_low + m * delta, center = left + delta, right = center + delta;
-    first_[m] = -1;
+    first[m] = -1;
     // Bins 0 .. kFftSize/2 - 1; the Nyquist bin gets no weight.
     for (int k = 0; k < kFftSize / 2; ++k) {
       const double mel = MelScale(bin_hz * k);
       const double w = std::max(0.0, std::min((mel - left) / (center - left), (right - mel) / (right - center)));
       if (w > 0.0) {
-        if (first_[m] < 0) first_[m] = k;
-        weights_[m].resize(k - first_[m] + 1, 0.0);
-        weights_[m][k - first_[m]] = w;
+        if (first[m] < 0) first[m] = k;
+        weights[m].resize(k - first[m] + 1, 0.0);
+        weights[m][k - first[m]] = w;
       }
     }
-    if (first_[m] < 0) first_[m] = 0;
+    if (first[m] < 0) first[m] = 0;
   }
 }
+
+const Fbank::Tables& Fbank::SharedTables() {
+  static const Tables* const tables = new Tables();  // never destroyed: no exit-order hazard
+  return *tables;
+}
+
+Fbank::Fbank() : tables_(&SharedTables()), frame_(kFftSize), power_(kFftSize / 2 + 1) {}
 
 void Fbank::ComputeFrame(const float* samples, float* out) {
   double mean = 0.0;
@@ -49,14 +50,16 @@ void Fbank::ComputeFrame(const float* samples, float* out) {
   for (int n = 0; n < kFrameLength; ++n) frame_[n] = samples[n] - mean;
   for (int n = kFrameLength - 1; n > 0; --n) frame_[n] -= 0.97 * frame_[n - 1];
   frame_[0] -= 0.97 * frame_[0];
-  for (int n = 0; n < kFrameLength; ++n) frame_[n] *= window_[n];
+  const Tables& t = *tables_;
+  for (int n = 0; n < kFrameLength; ++n) frame_[n] *= t.window[n];
   std::fill(frame_.begin() + kFrameLength, frame_.end(), 0.0);
-  fft_.PowerSpectrum(frame_.data(), power_.data(), &scratch_);
+  t.fft.PowerSpectrum(frame_.data(), power_.data(), &scratch_);
   constexpr double kFloor = 1.1920928955078125e-07;  // float32 epsilon
   for (int m = 0; m < kNumBins; ++m) {
     double e = 0.0;
-    const std::vector<double>& w = weights_[m];
-    for (size_t i = 0; i < w.size(); ++i) e += w[i] * power_[first_[m] + i];
+    const std::vector<double>& w = t.weights[m];
+    const double* p = power_.data() + t.first[m];
+    for (size_t i = 0; i < w.size(); ++i) e += w[i] * p[i];
     out[m] = static_cast<float>(std::log(std::max(e, kFloor)));
   }
 }

@@ -5,7 +5,6 @@
 // float epsilon, no energy, no dither.
 #pragma once
 
-#include <complex>
 #include <cstdint>
 #include <vector>
 
@@ -34,14 +33,23 @@ class Fbank {
   void ComputeFrame(const float* samples, float* out);
 
  private:
-  RealFft fft_;
-  std::vector<double> window_;
-  // Mel triangle m covers FFT bins [first_[m], first_[m] + weights_[m].size()).
-  std::vector<int> first_;
-  std::vector<std::vector<double>> weights_;
+  // The immutable part (FFT plan, window, mel triangles): built once per
+  // process and shared by every stream's Fbank, which then holds only its
+  // three scratch buffers (a server may hold tens of thousands).
+  struct Tables {
+    Tables();
+    RealFft fft;
+    std::vector<double> window;
+    // Mel triangle m covers FFT bins [first[m], first[m] + weights[m].size()).
+    std::vector<int> first;
+    std::vector<std::vector<double>> weights;
+  };
+  static const Tables& SharedTables();
+
+  const Tables* tables_;
   std::vector<double> frame_;
   std::vector<double> power_;
-  std::vector<std::complex<double>> scratch_;
+  std::vector<double> scratch_;
 };
 
 }  // namespace oasr::encoder

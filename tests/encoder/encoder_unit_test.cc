@@ -210,14 +210,16 @@ TEST(GlobalCmvnTest, FromWenetStats) {
 TEST(RealFftTest, MatchesNaiveDft) {
   std::mt19937 rng(1);
   std::normal_distribution<double> dist;
-  std::vector<double> x(64), power(33);
-  for (double& v : x) v = dist(rng);
-  std::vector<std::complex<double>> scratch;
-  RealFft(64).PowerSpectrum(x.data(), power.data(), &scratch);
-  for (int k = 0; k <= 32; ++k) {
-    std::complex<double> sum = 0;
-    for (int n = 0; n < 64; ++n) sum += x[n] * std::polar(1.0, -2 * std::numbers::pi * k * n / 64);
-    EXPECT_NEAR(power[k], std::norm(sum), 1e-9 * (1 + std::norm(sum)));
+  std::vector<double> scratch;
+  for (int n : {2, 4, 8, 64, 512}) {
+    std::vector<double> x(n), power(n / 2 + 1);
+    for (double& v : x) v = dist(rng);
+    RealFft(n).PowerSpectrum(x.data(), power.data(), &scratch);
+    for (int k = 0; k <= n / 2; ++k) {
+      std::complex<double> sum = 0;
+      for (int t = 0; t < n; ++t) sum += x[t] * std::polar(1.0, -2 * std::numbers::pi * k * t / n);
+      EXPECT_NEAR(power[k], std::norm(sum), 1e-9 * (1 + std::norm(sum))) << "n " << n << " k " << k;
+    }
   }
 }
 
