@@ -596,6 +596,15 @@ void Engine::RunCohort() {
     row_streams_.resize(kept);
     rows_.resize(kept);
     if (kept == 0) return;
+    // Each PrepareChunk made the cohort its one stream; make it the kept
+    // rows again, in row order, for what reads the cohort (a paged attention
+    // kernel). Their blocks are reserved already, so this allocates nothing
+    // and cannot fail. (CacheConfig caps every stream at its share of the
+    // pool, so this path is a safeguard, not a state a tick reaches.)
+    row_ids_.clear();
+    for (const Stream* s : row_streams_) row_ids_.push_back(s->id);
+    absl::Status again = attention_->PrepareChunksBatched(row_ids_);
+    OASR_CHECK(again.ok(), std::string(again.message()));
   }
   const size_t n = rows_.size();
 
