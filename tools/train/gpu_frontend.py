@@ -84,25 +84,59 @@ class BatchFbank:
         return feats * valid.unsqueeze(2), flen
 
 
-class WaveStore:
-    """Every utterance's int16 samples in one flat tensor on the device; a
-    batch is one gather there."""
+class FlatStore:
+    """Variable-length tensors (their first dimension varies) concatenated in
+    one flat tensor on a device, with lengths (CPU) and start offsets (on the
+    device). `append` adds utterances at the next indices: the earlier ones
+    keep their indices and contents. dtype None: the first items' dtype."""
 
-    def __init__(self, wavs, device):
-        self.lengths = torch.tensor([w.numel() for w in wavs], dtype=torch.long)
-        offsets = torch.cumsum(self.lengths, 0) - self.lengths
-        self.flat = torch.cat([w.to(torch.int16) for w in wavs]).to(device)
-        self.offsets = offsets.to(device)
+    def __init__(self, items, device, dtype=None):
         self.device = torch.device(device)
+        self.dtype = dtype
+        self.lengths = torch.zeros(0, dtype=torch.long)
+        self.offsets = torch.zeros(0, dtype=torch.long, device=self.device)
+        self.flat = None
+        self.append(items)
 
-    def batch(self, idx):
-        """(waveforms (B, N) float32 in [-1, 1) on the device, zero beyond
-        each utterance; lengths (B,) int64 on the CPU)."""
+    def __len__(self):
+        return self.lengths.numel()
+
+    def append(self, items):
+        """Adds `items` at indices len(self) ..; the flat tensor is
+        concatenated anew on the device (it briefly holds the old one twice)."""
+        if not items:
+            return
+        lengths = torch.tensor([t.size(0) for t in items], dtype=torch.long)
+        start = 0 if self.flat is None else self.flat.size(0)
+        offsets = start + torch.cumsum(lengths, 0) - lengths
+        dtype = self.dtype or (items[0].dtype if self.flat is None else self.flat.dtype)
+        flat = torch.cat([t.to(dtype) for t in items]).to(self.device)
+        self.flat = flat if self.flat is None else torch.cat([self.flat, flat])
+        self.lengths = torch.cat([self.lengths, lengths])
+        self.offsets = torch.cat([self.offsets, offsets.to(self.device)])
+
+    def rows(self, idx):
+        """(indices into flat (B, T) on the device, 0 beyond each utterance;
+        valid (B, T) on the device; lengths (B,) on the CPU) of utterances idx."""
         idx = torch.as_tensor(idx, dtype=torch.long)
         lengths = self.lengths[idx]
         t = torch.arange(int(lengths.max()), device=self.device)
         valid = t.unsqueeze(0) < lengths.to(self.device).unsqueeze(1)
         rows = torch.where(valid, self.offsets[idx.to(self.device)].unsqueeze(1) + t, 0)
+        return rows, valid, lengths
+
+
+class WaveStore(FlatStore):
+    """Every utterance's int16 samples in one flat tensor on the device; a
+    batch is one gather there."""
+
+    def __init__(self, wavs, device):
+        super().__init__(wavs, device, torch.int16)
+
+    def batch(self, idx):
+        """(waveforms (B, N) float32 in [-1, 1) on the device, zero beyond
+        each utterance; lengths (B,) int64 on the CPU)."""
+        rows, valid, lengths = self.rows(idx)
         return self.flat[rows].float() * (valid / 32768.0), lengths
 
 
@@ -134,6 +168,13 @@ class WaveFeatures:
 
     def batch(self, idx):
         return self.fbank(*self.waveforms(idx))
+
+    def append(self, wavs):
+        """Adds utterances at the next indices (WaveStore.append)."""
+        self.store.append(wavs)
+
+    def __len__(self):
+        return len(self.store)
 
 
 def main(argv=None):

@@ -237,6 +237,36 @@ class FrontendTest(unittest.TestCase):
             self.assertTrue(torch.equal(x[row, :n[row]], wavs[i].float() / 32768.0))
             self.assertEqual(float(x[row, n[row]:].abs().sum()), 0.0)
 
+    def test_appended_store_keeps_old_batches(self):
+        """A store appended to gives the batches it gave before for the old
+        indices, and the new utterances at the next indices (waveforms and
+        features, as train.py --reload-shards appends them)."""
+        g = torch.Generator().manual_seed(1)
+        wavs = [torch.randint(-32768, 32768, (k,), generator=g, dtype=torch.int16)
+                for k in (500, 1234, 77, 900, 333, 1500)]
+        feats = [torch.randn(k, 80, generator=g).to(torch.float16) for k in (12, 40, 7, 25, 3, 60)]
+        for store, items in ((gpu_frontend.WaveStore(wavs[:4], "cpu"), wavs),
+                             (train.FeatureStore(feats[:4], "cpu"), feats)):
+            before = [store.batch(idx) for idx in ([2, 1, 3], [0], [3, 2])]
+            store.append([])
+            store.append(items[4:5])
+            store.append(items[5:])
+            self.assertEqual(len(store), 6)
+            for idx, (x, n) in zip(([2, 1, 3], [0], [3, 2]), before):
+                x2, n2 = store.batch(idx)
+                self.assertTrue(torch.equal(x, x2) and torch.equal(n, n2))
+            fresh = type(store)(items, "cpu")
+            for idx in ([5, 4], [4, 0, 5], [1, 5]):
+                x, n = store.batch(idx)
+                x2, n2 = fresh.batch(idx)
+                self.assertTrue(torch.equal(x, x2) and torch.equal(n, n2))
+            self.assertEqual(store.flat.dtype, items[0].dtype)
+        data = gpu_frontend.WaveFeatures(wavs[:4], "cpu", online_augment=False)
+        data.append(wavs[4:])
+        self.assertEqual(len(data), 6)
+        x, n = data.store.batch([5])
+        self.assertTrue(torch.equal(x[0], wavs[5].float() / 32768.0))
+
     def test_wave_features_batch(self):
         """Gather, fresh augmentation and fbank: frames follow the augmented
         lengths, padding frames are zero, two draws differ."""

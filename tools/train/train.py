@@ -43,7 +43,7 @@ from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig
 from tools.train import checkpoint
 from tools.train.evaluate import edit_distance, read_eval_rows
-from tools.train.gpu_frontend import WaveFeatures, frame_lengths, shortest_samples
+from tools.train.gpu_frontend import FlatStore, WaveFeatures, frame_lengths, shortest_samples
 from tools.train.synth import read_wav
 from tools.train.tokenizer import Tokenizer
 from tools.train.train_forward import (PositionCache, add_dropout_hooks, dynamic_chunk,
@@ -115,26 +115,16 @@ def make_batches(lengths, batch_frames: int, rng: random.Random, shuffle: bool =
     return batches
 
 
-class FeatureStore:
+class FeatureStore(FlatStore):
     """Every training utterance's features in one (frames, 80) float16 tensor
     on the training device (75 h are ~4.3 GB), so that a batch is one gather
-    there instead of a host-side padding loop and a copy per step."""
-
-    def __init__(self, feats, device):
-        self.lengths = torch.tensor([f.size(0) for f in feats])
-        self.offsets = torch.cumsum(self.lengths, 0) - self.lengths
-        self.flat = torch.cat(feats).to(device)
-        self.device = device
+    there instead of a host-side padding loop and a copy per step; `append`
+    adds utterances (FlatStore)."""
 
     def batch(self, idx):
         """(padded features (B, T, 80) float32, lengths (B,)) on the device."""
-        idx = torch.tensor(idx)
-        lengths = self.lengths[idx]
-        t = torch.arange(int(lengths.max()))
-        valid = t.unsqueeze(0) < lengths.unsqueeze(1)
-        rows = torch.where(valid, self.offsets[idx].unsqueeze(1) + t.unsqueeze(0), 0)
-        valid = valid.to(self.device)
-        x = self.flat[rows.to(self.device)].float() * valid.unsqueeze(2)
+        rows, valid, lengths = self.rows(idx)
+        x = self.flat[rows].float() * valid.unsqueeze(2)
         return x, lengths.to(self.device)
 
 
