@@ -3,18 +3,22 @@ normaliser, corpus split, batched augmentation, the batched front end
 (WaveStore, BatchFbank against the reference fbank, CMVN), masks, checkpoint
 parts, and one training step of the reference model through train_forward."""
 
+import contextlib
+import io
+import json
 import math
 import os
 import random
 import tempfile
 import unittest
+from unittest import mock
 
 import torch
 import torchaudio
 
 from tools.reference import frontend
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
-from tools.train import augment, checkpoint, corpus, gpu_frontend, synth, train
+from tools.train import augment, checkpoint, corpus, gpu_frontend, synth, tokenizer, train
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
 from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
                                        freq_warp, greedy_decode, output_lengths)
@@ -389,6 +393,88 @@ class ForwardTest(unittest.TestCase):
             opt.step()
             losses.append(float(loss))
         self.assertLess(losses[-1], losses[0])
+
+
+SENTENCES = ["the cat sat on the mat", "a dog ran in the park", "she sells sea shells",
+             "we like to read books", "my hat is red and blue", "ten men went to town"]
+
+
+def write_shard(path, kind, first, count=6):
+    """A synth.py shard of `count` synthetic utterances (1.3-2 s) of SENTENCES."""
+    utts, meta = [], []
+    for k in range(first, first + count):
+        x = frontend.synthetic_speech(1.3 + 0.1 * (k % 8), k)
+        utts.append(synth.to_int16(x) if kind == "wavs" else frontend.fbank(x).to(torch.float16))
+        meta.append({"text": SENTENCES[k % len(SENTENCES)], "voice": f"espeak:v{k % 2}",
+                     "settings": {}, "seconds": round(x.numel() / 16000, 3)})
+    torch.save({kind: utts, "meta": meta}, path)
+
+
+class ReloadShardsTest(unittest.TestCase):
+    """train.py --reload-shards: a shard written between epochs joins the
+    next epoch; a resumed run loads every shard there is; feature shards too."""
+
+    def run_train(self, d, max_steps, extra=(), hook=None):
+        args = ["--data", os.path.join(d, "data"), "--tokenizer", os.path.join(d, "tok"),
+                "--work", os.path.join(d, "train"), "--max-steps", str(max_steps),
+                "--num-blocks", "1", "--output-size", "32", "--heads", "4",
+                "--linear-units", "48", "--batch-frames", "500", "--device", "cpu",
+                "--threads", "1", "--warmup-steps", "2", "--log-every", "1",
+                "--ckpt-minutes", "100", *extra]
+        sizes = []  # the utterance count of every epoch's batch list (and CMVN's pass)
+
+        def make_batches(lengths, *rest, **kw):
+            sizes.append(len(lengths))
+            return real_make_batches(lengths, *rest, **kw)
+
+        real_make_batches = train.make_batches
+        out = io.StringIO()
+        with mock.patch.object(train, "make_batches", make_batches), \
+                contextlib.redirect_stdout(out):
+            train.main(args, epoch_hook=hook)
+        with open(os.path.join(d, "train", "train_summary.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+        return summary, sizes, out.getvalue()
+
+    def test_shard_written_between_epochs(self):
+        for kind in ("wavs", "feats"):
+            with self.subTest(kind=kind), tempfile.TemporaryDirectory() as d:
+                os.makedirs(os.path.join(d, "data", "train"))
+                os.makedirs(os.path.join(d, "tok"))
+                tokenizer.train_bpe(SENTENCES * 5, os.path.join(d, "tok", "bpe"), 40)
+                shard = os.path.join(d, "data", "train", "shard%05d.pt")
+                write_shard(shard % 0, kind, 0)
+                epochs = []
+
+                def hook(epoch):
+                    epochs.append(epoch)
+                    if epoch == 2:
+                        write_shard(shard % 1, kind, 6)
+
+                summary, sizes, log = self.run_train(d, 12, hook=hook)
+                self.assertEqual(summary["steps"], 12)
+                self.assertGreaterEqual(summary["epochs"], 3, log)
+                self.assertEqual(summary["data"], kind)
+                self.assertEqual((summary["utterances"], summary["utterances_added"]), (12, 6))
+                self.assertIn("data: +6 utterances", log)
+                # Epochs 0-2 over the first shard, the later ones over both.
+                self.assertEqual(sizes[:4], [6, 6, 6, 12], log)
+                self.assertTrue(all(n == 12 for n in sizes[4:]), sizes)
+
+                # Resumed with a third shard: it is loaded at the start.
+                write_shard(shard % 2, kind, 12)
+                summary, sizes, log = self.run_train(d, 15)
+                self.assertIn("resumed from", log)
+                self.assertEqual((summary["steps"], summary["utterances"]), (15, 18))
+                self.assertEqual(summary["utterances_added"], 0)
+                self.assertEqual(set(sizes), {18})
+
+                # --no-reload-shards keeps the data of the start.
+                write_shard(shard % 3, kind, 18)
+                summary, sizes, log = self.run_train(
+                    d, 22, ["--no-reload-shards"], lambda e: write_shard(shard % 4, kind, 24))
+                self.assertEqual((summary["steps"], summary["utterances"]), (22, 24))
+                self.assertNotIn("data: +", log)
 
 
 class CheckpointTest(unittest.TestCase):

@@ -11,6 +11,18 @@ so every epoch hears each sentence with new speed, room, band, noise and
 level. Feature shards go to the device as they are (FeatureStore) and get
 no waveform augmentation here.
 
+Growing data (--reload-shards, on by default): at every epoch boundary the
+shard folder is listed again and the utterances of shards not loaded yet
+(synth.py --train-only, which run_gpu.sh runs beside training) are appended
+to the store at the next indices; the next epoch's batches cover them. The
+global CMVN stays the one computed at the start of training. A resumed run
+loads every shard there is by then, so the batch list of the checkpoint's
+epoch (make_batches, seeded by the epoch) may be computed over more data than
+when the checkpoint was written: resuming mid-epoch then skips the first
+`batch` batches of the new list, which are not the ones already trained on
+(some utterances of that epoch are seen twice, others not at all; the epochs
+after it are whole).
+
 Training: CTC loss, dynamic chunk masks (train_forward.dynamic_chunk), vocal
 tract length perturbation and SpecAugment on the features, dropout, AdamW
 with warmup and a cosine decay over the wall-clock budget, bf16 autocast on
@@ -54,19 +66,28 @@ def log(msg: str):
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def load_shards(data_dir: str):
-    """(kind, utterances, metas) of every shard: kind "wavs" (clean int16
-    waveforms) or "feats" ((T, 80) float16 features, augmented at synthesis)."""
-    kind, utts, metas = None, [], []
-    for path in sorted(glob.glob(os.path.join(data_dir, "train", "shard*.pt"))):
+def shard_paths(data_dir: str):
+    """DATA/train/shard*.pt, sorted (synth.py renames each finished shard into
+    place, so a path listed here is a whole shard)."""
+    return sorted(glob.glob(os.path.join(data_dir, "train", "shard*.pt")))
+
+
+def load_shards(paths, kind=None):
+    """(kind, utterances, metas, paths of the other kind) of the shards at
+    `paths`: kind "wavs" (clean int16 waveforms) or "feats" ((T, 80) float16
+    features, augmented at synthesis), the first shard's unless given; shards
+    of another kind are left out."""
+    utts, metas, other = [], [], []
+    for path in paths:
         shard = torch.load(path, weights_only=False)
         k = "wavs" if "wavs" in shard else "feats"
-        if kind not in (None, k):
-            sys.exit(f"train: {data_dir}/train mixes waveform and feature shards ({path})")
-        kind = k
+        kind = kind or k
+        if k != kind:
+            other.append(path)
+            continue
         utts.extend(shard[k])
         metas.extend(shard["meta"])
-    return kind, utts, metas
+    return kind, utts, metas, other
 
 
 def usable(metas, min_frames, tok: Tokenizer):
@@ -79,6 +100,20 @@ def usable(metas, min_frames, tok: Tokenizer):
             keep.append(i)
             tokens.append(ids)
     return keep, tokens
+
+
+def select(kind, utts, metas, tok: Tokenizer, online: bool):
+    """(utterances, their fbank frames, token id lists, voices) of those CTC
+    can train on (`usable`; for waveforms at their fastest augmented speed)."""
+    if kind == "wavs":
+        samples = torch.tensor([w.numel() for w in utts], dtype=torch.long)
+        frames = frame_lengths(samples).tolist()
+        keep, tokens = usable(metas, frame_lengths(shortest_samples(samples, online)).tolist(), tok)
+    else:
+        frames = [f.size(0) for f in utts]
+        keep, tokens = usable(metas, frames, tok)
+    return ([utts[i] for i in keep], [int(frames[i]) for i in keep], tokens,
+            [metas[i]["voice"] for i in keep])
 
 
 def cmvn_stats(store, batches):
@@ -199,7 +234,9 @@ def export(model: ConformerCtcModel, tok: Tokenizer, out_dir: str, max_file_mib:
     return files
 
 
-def main(argv=None):
+def main(argv=None, epoch_hook=None):
+    """epoch_hook(epoch), when given, is called at every epoch boundary
+    before the shards are looked at again (tests write a shard there)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True)
     p.add_argument("--tokenizer", required=True, help="folder with bpe.model")
@@ -217,6 +254,9 @@ def main(argv=None):
     p.add_argument("--batch-frames", type=int, default=120000,
                    help="padded fbank frames a batch (of the clean audio: speed perturbation "
                         "may lengthen a batch by up to 11 %%)")
+    p.add_argument("--reload-shards", action=argparse.BooleanOptionalAction, default=True,
+                   help="at every epoch boundary, add the utterances of shards that appeared "
+                        "since (synth.py --train-only running beside training)")
     p.add_argument("--online-augment", action=argparse.BooleanOptionalAction, default=None,
                    help="fresh augmentation of every batch (augment.py) on the device; "
                         "default: on when the shards hold waveforms")
@@ -249,31 +289,48 @@ def main(argv=None):
     os.makedirs(a.work, exist_ok=True)
 
     tok = Tokenizer(os.path.join(a.tokenizer, "bpe.model"))
-    kind, utts, metas = load_shards(a.data)
+    paths = shard_paths(a.data)
+    kind, utts, metas, other = load_shards(paths)
+    if other:
+        sys.exit(f"train: {a.data}/train mixes waveform and feature shards ({other[0]})")
     if not utts:
         sys.exit(f"train: no training utterances in {a.data}/train")
     online = kind == "wavs" if a.online_augment is None else a.online_augment
     if online and kind != "wavs":
         sys.exit("train: --online-augment needs waveform shards (synth.py --store wav); "
                  f"{a.data}/train holds features, augmented at synthesis")
-    if kind == "wavs":
-        samples = torch.tensor([w.numel() for w in utts])
-        frames = frame_lengths(samples).tolist()
-        keep, tokens = usable(metas, frame_lengths(shortest_samples(samples, online)).tolist(), tok)
-        store = WaveFeatures([utts[i] for i in keep], device, online)
-    else:
-        frames = [f.size(0) for f in utts]
-        keep, tokens = usable(metas, frames, tok)
-        store = FeatureStore([utts[i] for i in keep], device)
-    dropped = len(utts) - len(keep)
-    voices = [metas[i]["voice"] for i in keep]
-    frames = [int(frames[i]) for i in keep]
+    loaded = set(paths)
+    utts, frames, tokens, voices = select(kind, utts, metas, tok, online)
+    dropped = len(metas) - len(utts)
+    store = (WaveFeatures(utts, device, online) if kind == "wavs"
+             else FeatureStore(utts, device))
     del utts, metas
     hours = sum(frames) / 100 / 3600
+    utterances_at_start = len(frames)
     log(f"data: {len(frames)} utterances ({'waveforms' if kind == 'wavs' else 'features'}, "
         f"online augmentation {'on' if online else 'off'}), {hours:.2f} h, {dropped} dropped "
         f"(too short for CTC), {len(set(voices))} voices, {tok.vocab_size} units; "
         f"loaded in {time.time() - t_start:.0f} s")
+
+    def reload_shards():
+        """Appends the utterances of shards that appeared since the last look
+        (synth.py --train-only, running beside training) to the store,
+        `frames` and `tokens`, at the next indices."""
+        t0 = time.time()
+        new = [p for p in shard_paths(a.data) if p not in loaded]
+        if not new:
+            return
+        loaded.update(new)
+        _, utts, metas, other = load_shards(new, kind)
+        for path in other:
+            log(f"data: {path} is not a {kind} shard; left out")
+        utts, more, toks, _ = select(kind, utts, metas, tok, online)
+        store.append(utts)
+        frames.extend(more)
+        tokens.extend(toks)
+        log(f"data: +{len(more)} utterances, +{sum(more) / 360000:.2f} h from {len(new)} new "
+            f"shards ({len(metas) - len(more)} dropped), now {len(frames)} utterances, "
+            f"{sum(frames) / 360000:.2f} h; loaded in {time.time() - t0:.1f} s")
 
     held = (HeldOut(a.eval_data, a.eval_per_voice, set(a.heldout_voices.split(",")), tok)
             if a.eval_data else None)
@@ -383,10 +440,15 @@ def main(argv=None):
         else:
             epoch += 1
             start_batch = batch_in_epoch = 0
+            if epoch_hook:
+                epoch_hook(epoch)
+            if a.reload_shards:
+                reload_shards()
     save_ckpt()
     finished = (a.max_steps and step >= a.max_steps) or train_seconds >= budget
     summary = {"steps": step, "epochs": epoch, "train_minutes": round(train_seconds / 60, 2),
-               "utterances": len(frames), "hours": round(hours, 3), "parameters": nparams,
+               "utterances": len(frames), "hours": round(sum(frames) / 360000, 3),
+               "utterances_added": len(frames) - utterances_at_start, "parameters": nparams,
                "data": kind, "online_augment": online,
                "finished": bool(finished)}
     if a.export and finished:
