@@ -29,6 +29,17 @@ machine produce the same evaluation audio from the same synthesizer build.
 With --max-train 0 only the evaluation set is written (to --eval-out, or
 OUT/eval), e.g. to evaluate a model on a machine other than the one that
 trained it.
+
+A rerun skips the shards that exist (each is written to a .tmp file and
+renamed into place), so it continues the same plan; the plan's first N
+utterances do not depend on --max-train. A plain rerun writes the evaluation
+set (WAVs, eval.jsonl) and synth_summary.json again. --train-only (what
+run_gpu.sh runs beside training, which reads the evaluation set and the
+shards meanwhile) only adds the missing training shards: the training voices
+and store come from OUT/synth_summary.json, nothing of the evaluation set or
+the summary is written, its own summary is a line appended to
+OUT/synth_added.jsonl, and SIGTERM ends it as the time budget does (in-flight
+shards are dropped).
 """
 
 import argparse
@@ -36,6 +47,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -273,6 +285,14 @@ def eval_plan(sentences, families, per_voice: int, seed: int):
     return items
 
 
+STOP_REQUESTED = False
+
+
+def _request_stop(signum, frame):
+    global STOP_REQUESTED
+    STOP_REQUESTED = True
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--corpus", required=True, help="folder with train.txt.gz, heldout.txt.gz")
@@ -288,18 +308,38 @@ def main(argv=None):
     p.add_argument("--max-minutes", type=float, default=4.0,
                    help="stop synthesizing training speech after this long")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--train-only", action="store_true",
+                   help="only add the plan's missing training shards (beside training): no "
+                        "evaluation set, synth_summary.json left as it is (its training voices "
+                        "and store are used), a line per run appended to OUT/synth_added.jsonl; "
+                        "SIGTERM stops it as the time budget does")
     p.add_argument("--store", choices=("wav", "feats"), default="wav",
                    help="training shards hold clean int16 waveforms (augmented by train.py at "
                         "every step) or fbank features augmented here once")
     a = p.parse_args(argv)
 
     t0 = time.time()
-    requested = [v for v in a.voices.split(",") if v]
-    unknown = [v for v in requested if v not in ALL_FAMILIES]
-    if unknown:
-        sys.exit(f"synth: unknown voices {unknown}; known: {ALL_FAMILIES}")
-    families = probe_families(requested)
-    heldout = [v for v in families if v in a.heldout_voices.split(",")]
+    if a.train_only and a.max_train <= 0:
+        sys.exit("synth: --train-only needs --max-train > 0")
+    if a.train_only:
+        # Stops as at the time budget (run_gpu.sh ends it when training ends);
+        # the pool's workers die on SIGTERM (pool.terminate).
+        signal.signal(signal.SIGTERM, _request_stop)
+    first = os.path.join(a.out, "synth_summary.json")
+    if a.train_only and os.path.exists(first):
+        # The first run's training voices, so that the plan is its plan.
+        with open(first, encoding="utf-8") as f:
+            done = json.load(f)
+        if done["store"] != a.store:
+            sys.exit(f"synth: {a.out} holds --store {done['store']} shards, not {a.store}")
+        families, heldout = done["train_voices"], done["heldout_voices"]
+    else:
+        requested = [v for v in a.voices.split(",") if v]
+        unknown = [v for v in requested if v not in ALL_FAMILIES]
+        if unknown:
+            sys.exit(f"synth: unknown voices {unknown}; known: {ALL_FAMILIES}")
+        families = probe_families(requested)
+        heldout = [v for v in families if v in a.heldout_voices.split(",")]
     train_families = [v for v in families if v not in heldout]
     if not train_families and a.max_train > 0:
         sys.exit("synth: no working training voice")
@@ -307,12 +347,13 @@ def main(argv=None):
     if a.max_train > 0:
         os.makedirs(train_dir, exist_ok=True)
     eval_dir = a.eval_out or os.path.join(a.out, "eval")
-    os.makedirs(eval_dir, exist_ok=True)
-
-    heldout_sents = read_lines(os.path.join(a.corpus, "heldout.txt.gz"))
-    eval_items = eval_plan(heldout_sents, families, a.eval_per_voice, a.seed)
-    eval_jobs = [(eval_dir, eval_items[i:i + a.job_size])
-                 for i in range(0, len(eval_items), a.job_size)]
+    eval_jobs = []
+    if not a.train_only:
+        os.makedirs(eval_dir, exist_ok=True)
+        heldout_sents = read_lines(os.path.join(a.corpus, "heldout.txt.gz"))
+        eval_items = eval_plan(heldout_sents, families, a.eval_per_voice, a.seed)
+        eval_jobs = [(eval_dir, eval_items[i:i + a.job_size])
+                     for i in range(0, len(eval_items), a.job_size)]
 
     jobs = []
     if a.max_train > 0:
@@ -325,29 +366,49 @@ def main(argv=None):
 
     rows = []
     utts = seconds = 0.0
-    with mp.get_context("fork").Pool(a.workers) as pool:
+    shards = 0
+    stopped = "plan done"
+    with mp.get_context("fork").Pool(a.workers, initializer=signal.signal,
+                                     initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:
         for r in pool.imap_unordered(_eval_job, eval_jobs):
             rows.extend(r)
         deadline = t0 + a.max_minutes * 60
-        for n, s in pool.imap_unordered(_train_job, jobs):
-            utts += n
-            seconds += s
-            if time.time() > deadline:
-                print("synth: time budget reached; stopping", flush=True)
+        results = pool.imap_unordered(_train_job, jobs)
+        while True:
+            try:
+                n, s = results.next(timeout=1.0)
+                utts += n
+                seconds += s
+                shards += 1
+            except StopIteration:
+                break
+            except mp.TimeoutError:
+                pass
+            if time.time() > deadline or STOP_REQUESTED:
+                stopped = "stopped by SIGTERM" if STOP_REQUESTED else "time budget reached"
+                print(f"synth: {stopped}; stopping", flush=True)
                 pool.terminate()
                 break
-    rows.sort(key=lambda r: r["id"])
-    with open(os.path.join(eval_dir, "eval.jsonl"), "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
     for leftover in os.listdir(train_dir) if a.max_train > 0 else []:
         if leftover.endswith(".tmp"):
             os.remove(os.path.join(train_dir, leftover))
     summary = {"train_voices": train_families, "heldout_voices": heldout, "store": a.store,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
-               "eval_utterances": len(rows), "minutes": round((time.time() - t0) / 60, 2)}
-    with open(os.path.join(a.out, "synth_summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
+               "minutes": round((time.time() - t0) / 60, 2)}
+    if a.train_only:
+        # The evaluation set and synth_summary.json stay the first run's
+        # (training reads them while this runs); one line per run here.
+        summary.update(new_shards=shards, shards_left=len(jobs) - shards, stopped=stopped)
+        with open(os.path.join(a.out, "synth_added.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(summary) + "\n")
+    else:
+        rows.sort(key=lambda r: r["id"])
+        with open(os.path.join(eval_dir, "eval.jsonl"), "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        summary["eval_utterances"] = len(rows)
+        with open(first, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2)
     print("synth:", json.dumps(summary), flush=True)
 
 

@@ -3,7 +3,9 @@ runs tools/train/smoke_test.sh (run_gpu.sh: unpack or system synthesizers,
 tokenizer, synthesis, training, export, evaluation) and checks what it hands
 back: the file limits of the GPU machine's output folder, the split model
 reassembled, loaded by the reference and decoding a held-out utterance; that
-training ran on waveforms with online augmentation, and that it resumes.
+training ran on waveforms with online augmentation, that synth.py
+--train-only adds a shard and nothing else, and that training resumes over
+the larger data.
 
 Needs espeak-ng, flite, festival, festvox-kallpc16k and python3-sentencepiece
 (or the .debs of tools/train/fetch_debs.sh in <repo>/.devdebs)."""
@@ -80,13 +82,32 @@ class SmokeTest(unittest.TestCase):
                 summary = json.load(f)
             self.assertEqual((summary["data"], summary["online_augment"]), ("wavs", True))
             self.assertEqual(summary["steps"], 30)
+            # synth.py --train-only continues the plan: one shard more, and
+            # the evaluation set and synth_summary.json stay as they were.
+            work = os.path.join(d, "work")
+            data = os.path.join(work, "data")
+            before = {p: os.path.getmtime(p) for p in self.files(os.path.join(data, "eval"))
+                      + [os.path.join(data, "synth_summary.json")]}
+            py = os.environ.get("PYTHON", "/usr/bin/python3")
+            r = subprocess.run([py, "-m", "tools.train.synth", "--train-only", "--corpus",
+                                "tools/train/corpus", "--out", data, "--max-train", "225",
+                                "--workers", "1"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-4000:])
+            self.assertEqual(sorted(os.listdir(os.path.join(data, "train"))),
+                             [f"shard{j:05d}.pt" for j in range(9)])
+            self.assertEqual(before, {p: os.path.getmtime(p) for p in before})
+            with open(os.path.join(data, "synth_added.jsonl"), encoding="utf-8") as f:
+                added = [json.loads(l) for l in f]
+            self.assertEqual([(a["new_shards"], a["stopped"]) for a in added], [(1, "plan done")])
+            self.assertEqual(added[0]["train_voices"], synth["train_voices"])
 
-            # Training resumes from its checkpoint (and the augmentation's streams).
+            # Training resumes from its checkpoint (and the augmentation's
+            # streams), over the data there is now.
             args = ["--num-blocks", "2", "--output-size", "32", "--linear-units", "64",
                     "--batch-frames", "2000", "--device", "cpu", "--threads", "1",
                     "--warmup-steps", "10", "--log-every", "1", "--ckpt-minutes", "100"]
-            work = os.path.join(d, "work")
-            cmd = [os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "tools.train.train",
+            cmd = [py, "-m", "tools.train.train",
                    "--data", os.path.join(work, "data"), "--tokenizer", os.path.join(work, "tok"),
                    "--work", os.path.join(work, "train"), "--max-steps", "33"]
             r = subprocess.run(cmd + args, cwd=REPO, stdout=subprocess.PIPE,
@@ -95,7 +116,9 @@ class SmokeTest(unittest.TestCase):
             self.assertIn("resumed from", r.stdout)
             self.assertIn("step 33 ", r.stdout)
             with open(os.path.join(d, "work/train/train_summary.json"), encoding="utf-8") as f:
-                self.assertEqual(json.load(f)["steps"], 33)
+                resumed = json.load(f)
+            self.assertEqual(resumed["steps"], 33)
+            self.assertGreater(resumed["utterances"], summary["utterances"])
 
             # The exported directory decodes a held-out WAV by streaming.
             with open(os.path.join(d, "work/data/eval/eval.jsonl"), encoding="utf-8") as f:
@@ -106,6 +129,11 @@ class SmokeTest(unittest.TestCase):
                 lp = m.log_probs_streaming(frontend.fbank(x).unsqueeze(0), 16, 4)[0]
             self.assertTrue(bool(torch.isfinite(lp).all()))
             decode_units(lp.argmax(-1).tolist(), units)  # any text; the model is tiny
+
+
+    @staticmethod
+    def files(folder):
+        return [os.path.join(root, f) for root, _, names in os.walk(folder) for f in names]
 
 
 if __name__ == "__main__":
