@@ -14,13 +14,24 @@
 # pass at the start. (Shards of an older WORK that hold features, augmented at
 # synthesis, still train, with no online augmentation.)
 #
+# While train.py runs, synth.py --train-only keeps synthesizing the same plan
+# in the background (BACKGROUND_SYNTH_WORKERS workers at nice 10; the cores
+# are otherwise idle during training), adding shards only (the evaluation set
+# and synth_summary.json stay as the first synthesis wrote them); train.py
+# loads the new shards at every epoch boundary (--reload-shards), so training
+# hears more distinct utterances in the same time. It ends when train.py
+# returns, or at the latest half a minute before the call's CALL_MINUTES;
+# its lines in run.log start with "synth-bg: ".
+#
 #   OUT=/path/to/out tools/train/run_gpu.sh
 #
 # Settings (environment): WORK (default <repo>/.train_work), DEBS (default
 # <repo>/.devdebs; when it holds no .deb the synthesizers on PATH are used),
 # SYNTH_MINUTES (4.0), TRAIN_MINUTES (18, total over all calls), CALL_MINUTES
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
-# (utterances, 200000; the synthesis time budget usually ends it first),
+# (utterances of the synthesis plan, 400000: enough for ~24 min of 16 cores;
+# the time budgets end it first), BACKGROUND_SYNTH_WORKERS (synthesis beside
+# training; default nproc - 4, 0 with 4 cores or fewer; 0: off),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
 # TRAIN_ARGS (extra train.py flags), SYNTH_ARGS (extra synth.py flags, e.g.
 # "--store feats": augmentation at synthesis, as the bundled model was
@@ -45,7 +56,9 @@ PY="${PYTHON:-python3}"
 SYNTH_MINUTES="${SYNTH_MINUTES:-4.0}"
 TRAIN_MINUTES="${TRAIN_MINUTES:-18}"
 CALL_MINUTES="${CALL_MINUTES:-9.3}"
-MAX_TRAIN="${MAX_TRAIN:-200000}"
+MAX_TRAIN="${MAX_TRAIN:-400000}"
+cores=$(nproc)
+BACKGROUND_SYNTH_WORKERS="${BACKGROUND_SYNTH_WORKERS:-$(( cores > 4 ? cores - 4 : 0 ))}"
 EVAL_PER_VOICE="${EVAL_PER_VOICE:-40}"
 VOCAB="${VOCAB:-256}"
 mkdir -p "$OUT" "$WORK"
@@ -78,10 +91,34 @@ fi
 heldout=$("$PY" -c "import json; print(','.join(json.load(open('$WORK/data/synth_summary.json'))['heldout_voices']))")
 # Leave ~1.2 minutes of this call for data loading slack, export and evaluation.
 stop=$("$PY" -c "import time; print(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - 1.2))")
+bg_synth=
+stop_bg_synth() {
+  if [ -n "$bg_synth" ]; then
+    kill -TERM "$bg_synth" 2>/dev/null || true  # synth.py stops its pool and reports
+    local rc=0
+    wait "$bg_synth" || rc=$?
+    # 143: ended by the signal before synth.py had set up its handler.
+    echo "run_gpu: background synthesis ended (exit status $rc)"
+    bg_synth=
+  fi
+}
+trap stop_bg_synth EXIT
+if [ "$BACKGROUND_SYNTH_WORKERS" -gt 0 ]; then
+  # Half a minute before the call's end at the latest (train.py's stop counts
+  # from after its data loading, so training may end a little after `stop`).
+  bg_minutes=$("$PY" -c "import time; print(round(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - 0.5), 2))")
+  # shellcheck disable=SC2086
+  nice -n 10 "$PY" -m tools.train.synth --train-only --corpus "$corpus" --out "$WORK/data" \
+    --workers "$BACKGROUND_SYNTH_WORKERS" --max-train "$MAX_TRAIN" --max-minutes "$bg_minutes" \
+    ${SYNTH_ARGS:-} > >(sed -u 's/^/synth-bg: /') 2>&1 &
+  bg_synth=$!
+  echo "run_gpu: background synthesis with $BACKGROUND_SYNTH_WORKERS workers for at most $bg_minutes min"
+fi
 # shellcheck disable=SC2086
 "$PY" -m tools.train.train --data "$WORK/data" --tokenizer "$WORK/tok" --work "$WORK/train" \
   --export "$WORK/model" --max-minutes "$TRAIN_MINUTES" --stop-after-minutes "$stop" \
   --eval-data "$WORK/data/eval" --heldout-voices "$heldout" ${TRAIN_ARGS:-}
+stop_bg_synth
 
 if ! "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$WORK/train/train_summary.json'))['finished'] else 1)"; then
   echo "run_gpu: training not finished; run the same command again to continue"
@@ -94,6 +131,7 @@ mkdir -p "$meta"
 cp "$WORK/model/config.json" "$WORK/model/units.txt" "$WORK/tok/bpe.model" \
    "$WORK/train/train_summary.json" "$WORK/data/synth_summary.json" "$meta/"
 [ -f "$WORK/model/model.safetensors.sha256" ] && cp "$WORK/model/model.safetensors.sha256" "$meta/"
+[ -f "$WORK/data/synth_added.jsonl" ] && cp "$WORK/data/synth_added.jsonl" "$meta/"
 tar -C "$meta" -cf "$OUT/model_meta.tar" .
 if compgen -G "$WORK/model/model.safetensors.part*" >/dev/null; then
   cp "$WORK"/model/model.safetensors.part* "$OUT/"

@@ -82,6 +82,15 @@ class SmokeTest(unittest.TestCase):
                 summary = json.load(f)
             self.assertEqual((summary["data"], summary["online_augment"]), ("wavs", True))
             self.assertEqual(summary["steps"], 30)
+            # The background synthesis ran beside training and found the
+            # plan done (unless training ended before it had started).
+            with open(os.path.join(out, "run.log"), encoding="utf-8") as f:
+                log = f.read()
+            self.assertIn("run_gpu: background synthesis with 1 workers", log)
+            for line in log.splitlines():
+                if line.startswith("synth-bg: synth: {"):
+                    self.assertEqual(json.loads(line.split(" ", 2)[2])["new_shards"], 0)
+
             # synth.py --train-only continues the plan: one shard more, and
             # the evaluation set and synth_summary.json stay as they were.
             work = os.path.join(d, "work")
@@ -99,8 +108,8 @@ class SmokeTest(unittest.TestCase):
             self.assertEqual(before, {p: os.path.getmtime(p) for p in before})
             with open(os.path.join(data, "synth_added.jsonl"), encoding="utf-8") as f:
                 added = [json.loads(l) for l in f]
-            self.assertEqual([(a["new_shards"], a["stopped"]) for a in added], [(1, "plan done")])
-            self.assertEqual(added[0]["train_voices"], synth["train_voices"])
+            self.assertEqual((added[-1]["new_shards"], added[-1]["stopped"]), (1, "plan done"))
+            self.assertEqual(added[-1]["train_voices"], synth["train_voices"])
 
             # Training resumes from its checkpoint (and the augmentation's
             # streams), over the data there is now.
