@@ -89,8 +89,12 @@ if [ "${STOP_AFTER:-}" = synth ]; then
 fi
 
 heldout=$("$PY" -c "import json; print(','.join(json.load(open('$WORK/data/synth_summary.json'))['heldout_voices']))")
+# Minutes left in this call but $1 (at least half a minute).
+minutes_left() {
+  "$PY" -c "import time; print(round(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - $1), 2))"
+}
 # Leave ~1.2 minutes of this call for data loading slack, export and evaluation.
-stop=$("$PY" -c "import time; print(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - 1.2))")
+stop=$(minutes_left 1.2)
 bg_synth=
 stop_bg_synth() {
   if [ -n "$bg_synth" ]; then
@@ -106,13 +110,14 @@ trap stop_bg_synth EXIT
 if [ "$BACKGROUND_SYNTH_WORKERS" -gt 0 ]; then
   # Half a minute before the call's end at the latest (train.py's stop counts
   # from after its data loading, so training may end a little after `stop`).
-  bg_minutes=$("$PY" -c "import time; print(round(max(0.5, $CALL_MINUTES - (time.time() - $call_start) / 60 - 0.5), 2))")
+  bg_minutes=$(minutes_left 0.5)
   # shellcheck disable=SC2086
   nice -n 10 "$PY" -m tools.train.synth --train-only --corpus "$corpus" --out "$WORK/data" \
     --workers "$BACKGROUND_SYNTH_WORKERS" --max-train "$MAX_TRAIN" --max-minutes "$bg_minutes" \
     ${SYNTH_ARGS:-} > >(sed -u 's/^/synth-bg: /') 2>&1 &
   bg_synth=$!
-  echo "run_gpu: background synthesis with $BACKGROUND_SYNTH_WORKERS workers for at most $bg_minutes min"
+  echo "run_gpu: background synthesis with $BACKGROUND_SYNTH_WORKERS workers," \
+    "for at most $bg_minutes min"
 fi
 # shellcheck disable=SC2086
 "$PY" -m tools.train.train --data "$WORK/data" --tokenizer "$WORK/tok" --work "$WORK/train" \

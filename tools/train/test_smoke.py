@@ -87,6 +87,7 @@ class SmokeTest(unittest.TestCase):
             with open(os.path.join(out, "run.log"), encoding="utf-8") as f:
                 log = f.read()
             self.assertIn("run_gpu: background synthesis with 1 workers", log)
+            self.assertIn("run_gpu: background synthesis ended (exit status ", log)
             for line in log.splitlines():
                 if line.startswith("synth-bg: synth: {"):
                     self.assertEqual(json.loads(line.split(" ", 2)[2])["new_shards"], 0)

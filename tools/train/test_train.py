@@ -1,7 +1,9 @@
 """Unit tests of the training pipeline's pure parts (run by ctest, CPU):
 normaliser, corpus split, batched augmentation, the batched front end
-(WaveStore, BatchFbank against the reference fbank, CMVN), masks, checkpoint
-parts, and one training step of the reference model through train_forward."""
+(WaveStore, BatchFbank against the reference fbank, CMVN), stores appended
+to, masks, checkpoint parts, one training step of the reference model
+through train_forward, and tiny train.py runs that pick up a shard written
+between epochs (--reload-shards) and resume over more data."""
 
 import contextlib
 import io
