@@ -38,9 +38,9 @@ absl::Status FeaturePipeline::AcceptWaveform(const float* samples, int64_t n) {
 }
 
 absl::Status FeaturePipeline::AcceptPcm16(const int16_t* samples, int64_t n) {
-  std::vector<float> f(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) f[i] = samples[i] / 32768.0f;
-  return AcceptWaveform(f.data(), n);
+  pcm_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pcm_[i] = samples[i] / 32768.0f;
+  return AcceptWaveform(pcm_.data(), n);
 }
 
 absl::Status FeaturePipeline::InputFinished() {
@@ -71,15 +71,18 @@ absl::Status FeaturePipeline::GetFrames(int64_t start, int64_t count, float* out
                                               start + count, ") not held (have [", first_frame_,
                                               ", ", NumFramesReady(), "))"));
   }
-  std::memcpy(out, frames_.data() + (start - first_frame_) * Fbank::kNumBins,
+  std::memcpy(out, frames_.data() + (start - base_frame_) * Fbank::kNumBins,
               static_cast<size_t>(count) * Fbank::kNumBins * sizeof(float));
   return absl::OkStatus();
 }
 
 void FeaturePipeline::DiscardFramesBefore(int64_t frame) {
-  const int64_t drop = std::clamp<int64_t>(frame - first_frame_, 0, NumFramesReady() - first_frame_);
-  frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(drop * Fbank::kNumBins));
-  first_frame_ += drop;
+  first_frame_ = std::clamp<int64_t>(frame, first_frame_, NumFramesReady());
+  const int64_t dropped = first_frame_ - base_frame_;
+  if (dropped > 0 && dropped >= NumFramesReady() - first_frame_) {
+    frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(dropped * Fbank::kNumBins));
+    base_frame_ = first_frame_;
+  }
 }
 
 }  // namespace oasr::encoder

@@ -82,6 +82,43 @@ TEST(FeaturePipelineTest, IncrementalEqualsOneShot) {
   EXPECT_EQ((*pipeline)->AcceptWaveform(got.data(), 1).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Discarding a chunk at a time while audio keeps coming (what the engine
+// does) never changes a frame still held, whenever the buffer compacts.
+TEST(FeaturePipelineTest, DiscardingAsAudioArrivesKeepsTheHeldFrames) {
+  FbankFixture f = LoadFbankFixture();
+  ASSERT_FALSE(f.wave.empty());
+  auto whole = FeaturePipeline::Create({16000}, nullptr);
+  auto pipeline = FeaturePipeline::Create({16000}, nullptr);
+  ASSERT_TRUE(whole.ok() && pipeline.ok());
+  const int64_t n = f.wave.numel();
+  ASSERT_TRUE((*whole)->AcceptWaveform(f.wave.data<float>(), n).ok());
+  const int64_t total = (*whole)->NumFramesReady();
+  std::vector<float> want(total * 80), got(total * 80);
+  ASSERT_TRUE((*whole)->GetFrames(0, total, want.data()).ok());
+  std::mt19937 rng(9);
+  int64_t discarded = 0;
+  for (int64_t i = 0; i < n;) {
+    const int64_t len = std::min<int64_t>(n - i, 1 + rng() % 2000);
+    ASSERT_TRUE((*pipeline)->AcceptWaveform(f.wave.data<float>() + i, len).ok());
+    i += len;
+    const int64_t ready = (*pipeline)->NumFramesReady();
+    // Forget up to a few frames short of what is ready, in uneven steps.
+    discarded = std::max<int64_t>(discarded, ready - static_cast<int64_t>(rng() % 12));
+    (*pipeline)->DiscardFramesBefore(discarded);
+    EXPECT_EQ((*pipeline)->NumFramesReady(), ready);
+    if (discarded > 0) {
+      EXPECT_EQ((*pipeline)->GetFrames(discarded - 1, 1, got.data()).code(),
+                absl::StatusCode::kOutOfRange);
+    }
+    const int64_t held = ready - std::min(discarded, ready);
+    ASSERT_TRUE((*pipeline)->GetFrames(ready - held, held, got.data()).ok());
+    for (int64_t k = 0; k < held * 80; ++k) {
+      ASSERT_EQ(got[k], want[(ready - held) * 80 + k]) << "frame " << ready - held + k / 80;
+    }
+  }
+  EXPECT_EQ((*pipeline)->NumFramesReady(), total);
+}
+
 // Audio at another rate goes through the resampler; its fbank stays close
 // to the 16 kHz original's (the resampler's error is small in log-mel).
 TEST(FeaturePipelineTest, ResampledInputGivesSameFeatures) {
