@@ -3,7 +3,9 @@
 // chunks: single-stream real-time factor, cohort throughput (how many
 // streams one core set keeps in real time), and the PyTorch reference on the
 // same model in the same run. The random model is written by
-// bench/encoder_torch.py (Debian's /usr/bin/python3 with torch).
+// bench/encoder_torch.py (Debian's /usr/bin/python3 with torch). First, the
+// front end's parts on one thread: power spectrum, fbank frame, 640 ms of
+// audio through FeaturePipeline at 16 and 8 kHz.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,9 @@
 #include <vector>
 
 #include "encoder/conformer_encoder.h"
+#include "encoder/fbank.h"
+#include "encoder/feature_pipeline.h"
+#include "encoder/real_fft.h"
 
 namespace oasr::encoder {
 namespace {
@@ -74,7 +79,57 @@ std::string RunCommand(const std::string& cmd) {
   return out;
 }
 
+// Keeps a computed value alive so the timed loop is not optimised away.
+inline void KeepAlive(double v) { asm volatile("" : : "r,m"(v) : "memory"); }
+
+// Microseconds per call of fn, over `reps` calls.
+template <typename Fn>
+double MicrosPerCall(int reps, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) fn(r);
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
+}
+
+// The front end's parts, one thread: the 512-point power spectrum, one fbank
+// frame, and 640 ms of audio through FeaturePipeline (resampling, fbank).
+void FrontEndFigures() {
+  std::mt19937 rng(1);
+  std::normal_distribution<double> dist(0.0, 3000.0);
+  std::vector<double> frame(Fbank::kFftSize), power(Fbank::kFftSize / 2 + 1);
+  for (double& v : frame) v = dist(rng);
+  std::vector<double> scratch;
+  const RealFft fft(Fbank::kFftSize);
+  const double fft_us = MicrosPerCall(20000, [&](int r) {
+    frame[r % frame.size()] += 1e-6;
+    fft.PowerSpectrum(frame.data(), power.data(), &scratch);
+    KeepAlive(power[3]);
+  });
+  std::vector<float> samples(Fbank::kFrameLength), out(Fbank::kNumBins);
+  for (float& v : samples) v = static_cast<float>(dist(rng));
+  Fbank fbank;
+  const double frame_us = MicrosPerCall(20000, [&](int r) {
+    samples[r % samples.size()] += 1e-3f;
+    fbank.ComputeFrame(samples.data(), out.data());
+    KeepAlive(out[5]);
+  });
+  std::printf("front end: %.2f us per %d-point power spectrum, %.2f us per fbank frame", fft_us,
+              Fbank::kFftSize, frame_us);
+  for (int rate : {16000, 8000}) {
+    std::vector<int16_t> pcm(static_cast<size_t>(rate * 64 / 100));  // 640 ms
+    for (int16_t& v : pcm) v = static_cast<int16_t>(std::clamp(dist(rng), -32768.0, 32767.0));
+    auto pipeline = FeaturePipeline::Create({rate}, nullptr);
+    if (!pipeline.ok()) return;
+    const double chunk_us = MicrosPerCall(200, [&](int) {
+      (void)(*pipeline)->AcceptPcm16(pcm.data(), static_cast<int64_t>(pcm.size()));
+      (*pipeline)->DiscardFramesBefore((*pipeline)->NumFramesReady());
+    });
+    std::printf(", %.0f us per 640 ms at %d Hz", chunk_us, rate);
+  }
+  std::printf("\n");
+}
+
 int Main() {
+  FrontEndFigures();
   const std::string source = OASR_SOURCE_DIR;
   const std::string python = "cd " + source + " && /usr/bin/python3 -B bench/encoder_torch.py";
   // A fresh model each run, so that it always matches the current format.
