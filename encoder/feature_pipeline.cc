@@ -1,7 +1,5 @@
 #include "encoder/feature_pipeline.h"
 
-#include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,33 +54,18 @@ void FeaturePipeline::AddResampled(const std::vector<float>& samples) {
   for (float s : samples) pending_.push_back(s * 32768.0f);
   size_t start = 0;
   while (pending_.size() - start >= static_cast<size_t>(Fbank::kFrameLength)) {
-    const size_t at = frames_.size();
-    frames_.resize(at + Fbank::kNumBins);
-    fbank_.ComputeFrame(pending_.data() + start, frames_.data() + at);
-    if (cmvn_ != nullptr) cmvn_->Apply(frames_.data() + at, 1);
+    float* frame = frames_.Append(1);
+    fbank_.ComputeFrame(pending_.data() + start, frame);
+    if (cmvn_ != nullptr) cmvn_->Apply(frame, 1);
     start += Fbank::kFrameShift;
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(start));
 }
 
 absl::Status FeaturePipeline::GetFrames(int64_t start, int64_t count, float* out) const {
-  if (start < first_frame_ || count < 0 || start + count > NumFramesReady()) {
-    return absl::OutOfRangeError(absl::StrCat("FeaturePipeline: frames [", start, ", ",
-                                              start + count, ") not held (have [", first_frame_,
-                                              ", ", NumFramesReady(), "))"));
-  }
-  std::memcpy(out, frames_.data() + (start - base_frame_) * Fbank::kNumBins,
-              static_cast<size_t>(count) * Fbank::kNumBins * sizeof(float));
-  return absl::OkStatus();
+  return frames_.Get(start, count, out, "FeaturePipeline");
 }
 
-void FeaturePipeline::DiscardFramesBefore(int64_t frame) {
-  first_frame_ = std::clamp<int64_t>(frame, first_frame_, NumFramesReady());
-  const int64_t dropped = first_frame_ - base_frame_;
-  if (dropped > 0 && dropped >= NumFramesReady() - first_frame_) {
-    frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(dropped * Fbank::kNumBins));
-    base_frame_ = first_frame_;
-  }
-}
+void FeaturePipeline::DiscardFramesBefore(int64_t frame) { frames_.DiscardBefore(frame); }
 
 }  // namespace oasr::encoder

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "encoder/fbank.h"
 #include "encoder/feature_source.h"
+#include "encoder/frame_buffer.h"
 #include "encoder/global_cmvn.h"
 #include "encoder/resampler.h"
 
@@ -41,18 +42,14 @@ class FeaturePipeline final : public FeatureSource {
   bool input_finished() const { return finished_; }
 
   // Frames produced since the start (including discarded ones).
-  int64_t NumFramesReady() const override {
-    return base_frame_ + static_cast<int64_t>(frames_.size() / Fbank::kNumBins);
-  }
+  int64_t NumFramesReady() const override { return frames_.end(); }
 
   // Copies frames [start, start + count) to out ([count, 80] floats).
   // OUT_OF_RANGE when they are not ready yet or were discarded.
   absl::Status GetFrames(int64_t start, int64_t count, float* out) const override;
 
-  // Forgets frames before `frame` (bounded memory for long streams). The
-  // buffer is compacted only once the forgotten frames outnumber the kept
-  // ones, so a stream that drops a chunk at a time moves each frame O(1)
-  // times, not its whole backlog every chunk.
+  // Forgets frames before `frame` (bounded memory for long streams; see
+  // FrameBuffer for when the memory is given back).
   void DiscardFramesBefore(int64_t frame) override;
 
  private:
@@ -68,9 +65,7 @@ class FeaturePipeline final : public FeatureSource {
   std::vector<float> pending_;     // 16 kHz samples from the next frame's start on.
   std::vector<float> resampled_;   // Scratch.
   std::vector<float> pcm_;         // Scratch of AcceptPcm16.
-  std::vector<float> frames_;      // [n, 80] frames from base_frame_ on.
-  int64_t base_frame_ = 0;         // The frame frames_ starts with.
-  int64_t first_frame_ = 0;        // The first frame not discarded (>= base_frame_).
+  FrameBuffer frames_{Fbank::kNumBins};
   bool finished_ = false;
 };
 

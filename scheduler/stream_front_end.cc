@@ -1,17 +1,11 @@
 #include "scheduler/stream_front_end.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "common/check.h"
-#include "encoder/fbank.h"
 
 namespace oasr::scheduler {
-
-using encoder::Fbank;
 
 FrontEndPool::FrontEndPool(int threads, std::function<void(int64_t tag)> on_done,
                            std::atomic<int64_t>* busy_ns)
@@ -157,9 +151,7 @@ void StreamFrontEnd::PublishLocked() {
   const int64_t have = frames_ready_.load(std::memory_order_relaxed);
   const int64_t ready = pipeline_->NumFramesReady();
   if (ready == have) return;
-  const size_t at = frames_.size();
-  frames_.resize(at + static_cast<size_t>(ready - have) * Fbank::kNumBins);
-  absl::Status got = pipeline_->GetFrames(have, ready - have, frames_.data() + at);
+  absl::Status got = pipeline_->GetFrames(have, ready - have, published_.Append(ready - have));
   OASR_CHECK(got.ok(), std::string(got.message()));
   pipeline_->DiscardFramesBefore(ready);
   frames_ready_.store(ready, std::memory_order_release);
@@ -168,15 +160,7 @@ void StreamFrontEnd::PublishLocked() {
 absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out) const {
   if (pool_ == nullptr) return pipeline_->GetFrames(start, count, out);
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t ready = frames_ready_.load(std::memory_order_relaxed);
-  if (start < first_frame_ || count < 0 || start + count > ready) {
-    return absl::OutOfRangeError(absl::StrCat("StreamFrontEnd: frames [", start, ", ",
-                                              start + count, ") not published (have [",
-                                              first_frame_, ", ", ready, "))"));
-  }
-  std::memcpy(out, frames_.data() + (start - base_frame_) * Fbank::kNumBins,
-              static_cast<size_t>(count) * Fbank::kNumBins * sizeof(float));
-  return absl::OkStatus();
+  return published_.Get(start, count, out, "StreamFrontEnd");
 }
 
 void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
@@ -185,15 +169,7 @@ void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t ready = frames_ready_.load(std::memory_order_relaxed);
-  first_frame_ = std::clamp<int64_t>(frame, first_frame_, ready);
-  // Compacts only once the dropped frames are at least as many as the kept
-  // ones: each frame is then moved at most once on average.
-  if (first_frame_ - base_frame_ < ready - first_frame_) return;
-  frames_.erase(frames_.begin(),
-                frames_.begin() +
-                    static_cast<std::ptrdiff_t>((first_frame_ - base_frame_) * Fbank::kNumBins));
-  base_frame_ = first_frame_;
+  published_.DiscardBefore(frame);
 }
 
 }  // namespace oasr::scheduler

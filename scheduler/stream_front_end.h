@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "encoder/fbank.h"
 #include "encoder/feature_source.h"
+#include "encoder/frame_buffer.h"
 
 namespace oasr::scheduler {
 
@@ -95,7 +97,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   friend class FrontEndPool;
   // Worker: processes the queued audio (and end) until none is left.
   void Run();
-  // Copies the pipeline's new frames into frames_. Requires mu_.
+  // Copies the pipeline's new frames into published_. Requires mu_.
   void PublishLocked();
 
   const std::unique_ptr<encoder::FeatureSource> pipeline_;
@@ -109,12 +111,9 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   bool scheduled_ = false;  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
-  // Published [n, 80] frames from base_frame_ on (pool only). Frames before
-  // first_frame_ are discarded but stay until they outnumber the rest, so
-  // dropping a chunk's frames does not move a long backlog every time.
-  std::vector<float> frames_;
-  int64_t base_frame_ = 0;
-  int64_t first_frame_ = 0;
+  // Published frames (pool only); frames_ready_ is its end(), readable
+  // without mu_.
+  encoder::FrameBuffer published_{encoder::Fbank::kNumBins};
   std::atomic<int64_t> frames_ready_{0};
   std::atomic<bool> flushed_{false};
 };
