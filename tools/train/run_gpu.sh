@@ -99,6 +99,18 @@ bg_synth=
 stop_bg_synth() {
   if [ -n "$bg_synth" ]; then
     kill -TERM "$bg_synth" 2>/dev/null || true  # synth.py stops its pool and reports
+    # Bounded: a synthesis that has not ended 60 s later is killed, workers
+    # first, so that the call never waits on it.
+    local i
+    for i in $(seq 1 60); do
+      kill -0 "$bg_synth" 2>/dev/null || break
+      sleep 1
+    done
+    if kill -0 "$bg_synth" 2>/dev/null; then
+      echo "run_gpu: background synthesis did not stop within 60 s; killed"
+      pkill -KILL -P "$bg_synth" 2>/dev/null || true
+      kill -KILL "$bg_synth" 2>/dev/null || true
+    fi
     local rc=0
     wait "$bg_synth" || rc=$?
     # 143: ended by the signal before synth.py had set up its handler.

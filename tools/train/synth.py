@@ -321,10 +321,6 @@ def main(argv=None):
     t0 = time.time()
     if a.train_only and a.max_train <= 0:
         sys.exit("synth: --train-only needs --max-train > 0")
-    if a.train_only:
-        # Stops as at the time budget (run_gpu.sh ends it when training ends);
-        # the pool's workers die on SIGTERM (pool.terminate).
-        signal.signal(signal.SIGTERM, _request_stop)
     first = os.path.join(a.out, "synth_summary.json")
     if a.train_only and os.path.exists(first):
         # The first run's training voices, so that the plan is its plan.
@@ -370,6 +366,12 @@ def main(argv=None):
     stopped = "plan done"
     with mp.get_context("fork").Pool(a.workers, initializer=signal.signal,
                                      initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:
+        if a.train_only:
+            # Stops as at the time budget (run_gpu.sh ends it when training
+            # ends). Installed after the workers are forked, so that they
+            # start with the default action: a worker that never reaches
+            # its initializer still dies on pool.terminate's SIGTERM.
+            signal.signal(signal.SIGTERM, _request_stop)
         for r in pool.imap_unordered(_eval_job, eval_jobs):
             rows.extend(r)
         deadline = t0 + a.max_minutes * 60
