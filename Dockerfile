@@ -11,7 +11,7 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
       build-essential cmake pkg-config git ca-certificates \
       libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev grpc-proto \
       libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
-      libopenblas-dev libsoxr-dev libcpp-httplib-dev \
+      libopenblas-dev libsoxr-dev libcpp-httplib-dev zlib1g-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -22,7 +22,7 @@ FROM ${RUNTIME_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 \
-      libopenblas0 libsoxr0 libcpp-httplib0.11 \
+      libopenblas0 libsoxr0 libcpp-httplib0.11 zlib1g \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/server/oasr-server /build/server/oasr-client /usr/local/bin/
 COPY models /models

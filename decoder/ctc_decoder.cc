@@ -64,6 +64,16 @@ absl::Status CtcDecoderConfig::Validate() const {
   return Prefixed("stream.", stream.Validate());
 }
 
+absl::StatusOr<bool> UseModelLanguageModel(const std::string& model_dir, const SymbolTable& units,
+                                           PrefixBeamSearchOptions* search) {
+  OASR_ASSIGN_OR_RETURN(std::optional<LanguageModelSpec> spec, ReadLanguageModelSpec(model_dir));
+  if (!spec.has_value()) return false;
+  OASR_ASSIGN_OR_RETURN(search->lm, NgramLm::LoadArpa(spec->path, units));
+  search->lm_weight = spec->weight;
+  search->lm_token_bonus = spec->token_bonus;
+  return true;
+}
+
 CtcStreamState::CtcStreamState(const CtcDecoder* owner, std::unique_ptr<CtcSearch> search,
                                const Endpointer& endpointer)
     : owner_(owner), search_(std::move(search)), endpointer_(endpointer) {}
@@ -76,6 +86,11 @@ absl::StatusOr<std::unique_ptr<CtcDecoder>> CtcDecoder::Create(
     return absl::InvalidArgumentError(absl::StrCat("search.blank_id = ", config.search.blank_id,
                                                    " is not a unit id (there are ", units->size(),
                                                    " units)"));
+  }
+  if (config.search.lm != nullptr && config.search.lm->vocab_size() != units->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("search.lm was loaded for ",
+                                                   config.search.lm->vocab_size(),
+                                                   " units, the decoder has ", units->size()));
   }
   std::unique_ptr<CtcDecoder> decoder(new CtcDecoder(config, std::move(units)));
   OASR_RETURN_IF_ERROR(Prefixed("stream.", decoder->CheckOptions(config.stream)));

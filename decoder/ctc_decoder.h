@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -171,5 +172,12 @@ class CtcDecoder final : public cache::PooledDecoder {
   TranscriptBuilder transcripts_;
   std::atomic<uint64_t> batch_counter_{0};
 };
+
+// Loads the language model of `model_dir` (lm.json, see ReadLanguageModelSpec)
+// into `search`: lm, and the lm_weight and lm_token_bonus it was tuned with.
+// Returns false, leaving `search` alone, when the directory has none; errors
+// are ReadLanguageModelSpec's and NgramLm::LoadArpa's.
+absl::StatusOr<bool> UseModelLanguageModel(const std::string& model_dir, const SymbolTable& units,
+                                           PrefixBeamSearchOptions* search);
 
 }  // namespace oasr::decoder

@@ -46,12 +46,21 @@ absl::Status PrefixBeamSearchOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("blank_skip_threshold = ", blank_skip_threshold,
                                                    " is outside [0, 1] (0 turns it off)"));
   }
+  if (!(lm_weight >= 0.0f && lm_weight <= 10.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lm_weight = ", lm_weight, " is outside [0, 10]"));
+  }
+  if (!(lm_token_bonus >= -20.0f && lm_token_bonus <= 20.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lm_token_bonus = ", lm_token_bonus, " is outside [-20, 20]"));
+  }
   return absl::OkStatus();
 }
 
 PrefixBeamSearch::PrefixBeamSearch(const PrefixBeamSearchOptions& options) : options_(options) {
   const absl::Status status = options.Validate();
   OASR_CHECK(status.ok(), std::string(status.message()));
+  lm_ = options_.lm.get();
   skip_log_threshold_ = options.blank_skip_threshold > 0.0f
                             ? std::log(options.blank_skip_threshold)
                             : std::numeric_limits<float>::infinity();
@@ -74,14 +83,15 @@ PrefixBeamSearch::PrefixBeamSearch(const PrefixBeamSearchOptions& options) : opt
 
 void PrefixBeamSearch::Reset() {
   trie_.clear();
-  trie_.push_back(TrieNode{kNone, kNone, ContextGraph::kRoot, 0.0f, 0, kNone});
+  trie_.push_back(TrieNode{kNone, kNone, ContextGraph::kRoot, 0.0f,
+                           lm_ != nullptr ? lm_->StartState() : 0, 0.0f, 0, kNone});
   children_.Clear();
   paths_.clear();
   trie_compact_at_ = kMinCompactNodes;
   paths_compact_at_ = kMinCompactNodes;
   hyps_.clear();
   // The empty prefix: every alignment so far ends in blank (there is none).
-  hyps_.push_back(Hyp{0, 0.0f, kLogZero, 0.0f, kLogZero, kNone, kNone, 0.0f, 0.0f});
+  hyps_.push_back(Hyp{0, 0.0f, kLogZero, 0.0f, kLogZero, kNone, kNone, 0.0f, 0.0f, 0.0f});
   frame_ = 0;
   finalized_ = false;
 }
@@ -120,7 +130,7 @@ void PrefixBeamSearch::SkipBlankFrame(float blank_log_prob) {
     h.v_ns = kLogZero;
     h.times_s = times;
     h.times_ns = kNone;
-    h.total = h.s + h.context;
+    h.total = h.s + h.context + h.lm;
   }
 }
 
@@ -129,9 +139,9 @@ int32_t PrefixBeamSearch::CandidateForNode(int32_t node) {
   if (n.stamp == stamp_) return n.candidate;
   n.stamp = stamp_;
   n.candidate = static_cast<int32_t>(candidates_.size());
-  candidates_.push_back(Candidate{node, kNone, kNone, n.context_state, n.context_score, kLogZero,
-                                  kLogZero, kLogZero, kLogZero, kNone, kNone, 0.0f, false,
-                                  kLogZero});
+  candidates_.push_back(Candidate{node, kNone, kNone, n.context_state, n.context_score, n.lm_state,
+                                  n.lm_score, kLogZero, kLogZero, kLogZero, kLogZero, kNone, kNone,
+                                  0.0f, false, kLogZero});
   return n.candidate;
 }
 
@@ -148,8 +158,14 @@ int32_t PrefixBeamSearch::CandidateForExtension(int32_t hyp, int32_t token) {
     context_state = graph_->Step(context_state, token, &delta);
     context += delta;
   }
-  candidates_.push_back(Candidate{kNone, hyp, token, context_state, context, kLogZero, kLogZero,
-                                  kLogZero, kLogZero, kNone, kNone, 0.0f, false, kLogZero});
+  int32_t lm_state = trie_[parent].lm_state;
+  float lm = trie_[parent].lm_score;
+  if (lm_ != nullptr) {
+    lm += options_.lm_weight * lm_->Score(lm_state, token, &lm_state) + options_.lm_token_bonus;
+  }
+  candidates_.push_back(Candidate{kNone, hyp, token, context_state, context, lm_state, lm, kLogZero,
+                                  kLogZero, kLogZero, kLogZero, kNone, kNone, 0.0f, false,
+                                  kLogZero});
   return static_cast<int32_t>(candidates_.size() - 1);
 }
 
@@ -207,7 +223,7 @@ void PrefixBeamSearch::PruneAndCommit() {
   order_.clear();
   for (int32_t c = 0; c < static_cast<int32_t>(candidates_.size()); ++c) {
     Candidate& candidate = candidates_[c];
-    candidate.total = LogAdd(candidate.s, candidate.ns) + candidate.context;
+    candidate.total = LogAdd(candidate.s, candidate.ns) + candidate.context + candidate.lm;
     // Impossible prefixes (and NaN from malformed input) are not kept.
     if (candidate.total > kLogZero) order_.push_back(c);
   }
@@ -225,8 +241,7 @@ void PrefixBeamSearch::PruneAndCommit() {
   for (size_t r = 0; r < keep; ++r) {
     const Candidate& c = candidates_[order_[r]];
     int32_t node = c.node;
-    if (node == kNone)
-      node = AddTrieNode(hyps_[c.source].node, c.token, c.context_state, c.context);
+    if (node == kNone) node = AddTrieNode(c);
     int32_t times_ns = kNone;
     if (c.v_ns > kLogZero) {
       if (c.ns_continues) {
@@ -240,16 +255,18 @@ void PrefixBeamSearch::PruneAndCommit() {
       }
     }
     next_hyps_.push_back(
-        Hyp{node, c.s, c.ns, c.v_s, c.v_ns, c.times_s, times_ns, c.context, c.total});
+        Hyp{node, c.s, c.ns, c.v_s, c.v_ns, c.times_s, times_ns, c.context, c.lm, c.total});
   }
   hyps_.swap(next_hyps_);
 }
 
-int32_t PrefixBeamSearch::AddTrieNode(int32_t parent, int32_t token, int32_t context_state,
-                                      float context) {
+int32_t PrefixBeamSearch::AddTrieNode(const Candidate& c) {
   const int32_t id = static_cast<int32_t>(trie_.size());
-  PushBackTwinned(trie_, trie_spare_, TrieNode{parent, token, context_state, context, 0, kNone});
-  children_.Insert(FlatIntMap::Key(parent, token), id);
+  const int32_t parent = hyps_[c.source].node;
+  PushBackTwinned(
+      trie_, trie_spare_,
+      TrieNode{parent, c.token, c.context_state, c.context, c.lm_state, c.lm, 0, kNone});
+  children_.Insert(FlatIntMap::Key(parent, c.token), id);
   return id;
 }
 
@@ -312,13 +329,12 @@ void PrefixBeamSearch::CompactPaths() {
 void PrefixBeamSearch::Finalize() {
   OASR_CHECK(!finalized_, "Finalize called twice without a Reset");
   finalized_ = true;
-  if (graph_ == nullptr) return;
+  if (graph_ == nullptr && lm_ == nullptr) return;
   for (Hyp& h : hyps_) {
-    const float pending = graph_->Pending(trie_[h.node].context_state);
-    if (pending != 0.0f) {
-      h.context -= pending;
-      h.total = LogAdd(h.s, h.ns) + h.context;
-    }
+    const TrieNode& node = trie_[h.node];
+    if (graph_ != nullptr) h.context -= graph_->Pending(node.context_state);
+    if (lm_ != nullptr) h.lm += options_.lm_weight * lm_->FinalScore(node.lm_state);
+    h.total = LogAdd(h.s, h.ns) + h.context + h.lm;
   }
   // Stable insertion sort: the beam is small and equal totals keep their rank.
   for (size_t i = 1; i < hyps_.size(); ++i) {
@@ -350,6 +366,7 @@ void PrefixBeamSearch::GetHypothesis(int rank, Hypothesis* out) const {
   OASR_CHECK_EQ(out->tokens.size(), out->token_frames.size());
   out->ctc_score = LogAdd(h.s, h.ns);
   out->context_score = h.context;
+  out->lm_score = h.lm;
   out->score = h.total;
   out->viterbi_score = Viterbi(h);
 }

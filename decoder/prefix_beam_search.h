@@ -20,11 +20,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "decoder/ctc_search.h"
 #include "decoder/flat_int_map.h"
+#include "decoder/ngram_lm.h"
 
 namespace oasr::decoder {
 
@@ -39,8 +41,16 @@ struct PrefixBeamSearchOptions {
   // silence.
   float blank_skip_threshold = 0.0f;
 
+  // Shallow fusion with a unit n-gram language model (nullptr: none). Each
+  // token of a prefix adds lm_weight * ln P_lm(token | the tokens before it) +
+  // lm_token_bonus to its score; Finalize adds lm_weight * ln P_lm(</s> | prefix).
+  std::shared_ptr<const NgramLm> lm;
+  float lm_weight = 0.5f;
+  float lm_token_bonus = 0.0f;
+
   // INVALID_ARGUMENT naming the field, its value and the limit: beam_size and
-  // first_beam_size in [1, 1024], blank_id >= 0, blank_skip_threshold in [0, 1].
+  // first_beam_size in [1, 1024], blank_id >= 0, blank_skip_threshold in [0, 1],
+  // lm_weight in [0, 10], lm_token_bonus in [-20, 20].
   absl::Status Validate() const;
 };
 
@@ -66,13 +76,15 @@ class PrefixBeamSearch final : public CtcSearch {
  private:
   static constexpr int32_t kNone = -1;
 
-  // A prefix: the node of its last token. The phrase-boosting state depends on
-  // the prefix alone, so it lives here.
+  // A prefix: the node of its last token. The phrase-boosting and language
+  // model states depend on the prefix alone, so they live here.
   struct TrieNode {
     int32_t parent;
     int32_t token;
     int32_t context_state;
     float context_score;
+    int32_t lm_state;
+    float lm_score;  // weighted LM score plus token bonuses of the prefix
     uint32_t stamp;  // frame in which `candidate` is valid
     int32_t candidate;
   };
@@ -88,7 +100,8 @@ class PrefixBeamSearch final : public CtcSearch {
     float v_s, v_ns;            // their best single alignments
     int32_t times_s, times_ns;  // those alignments' token lists
     float context;              // phrase bonus (pending part removed by Finalize)
-    float total;                // LogAdd(s, ns) + context
+    float lm;                   // LM score (the sentence end added by Finalize)
+    float total;                // LogAdd(s, ns) + context + lm
   };
   // A prefix reached in the current frame.
   struct Candidate {
@@ -97,6 +110,8 @@ class PrefixBeamSearch final : public CtcSearch {
     int32_t token;   // ... and the token
     int32_t context_state;
     float context;
+    int32_t lm_state;
+    float lm;
     float s, ns, v_s, v_ns;
     int32_t times_s;
     int32_t ns_base;    // alignment the best token-ending alignment extends
@@ -118,7 +133,7 @@ class PrefixBeamSearch final : public CtcSearch {
   static void AddTokenEnding(Candidate& c, float log_prob, float viterbi, int32_t times,
                              float token_log_prob, bool continues);
   void PruneAndCommit();
-  int32_t AddTrieNode(int32_t parent, int32_t token, int32_t context_state, float context);
+  int32_t AddTrieNode(const Candidate& c);
   int32_t AddPathNode(int32_t prev, int32_t frame, float log_prob);
   void CompactTrie();
   void CompactPaths();
@@ -126,6 +141,7 @@ class PrefixBeamSearch final : public CtcSearch {
   PrefixBeamSearchOptions options_;
   float skip_log_threshold_;
   const ContextGraph* graph_ = nullptr;
+  const NgramLm* lm_ = nullptr;  // options_.lm, which owns it
 
   std::vector<TrieNode> trie_, trie_spare_;
   FlatIntMap children_;  // (parent node, token) -> node

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -175,13 +176,20 @@ int Main(int argc, char** argv) {
   std::string model_dir, npy_dir, log_level = "warn";
   std::vector<std::string> files;
   int left = -2, beam = 10, threads = 1, max_batch = 16;
-  bool greedy = false;
+  bool greedy = false, no_lm = false;
+  float lm_weight = -1.0f;
+  std::optional<float> lm_token_bonus;
   app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
   app.add_option("files", files, "WAV files (16-bit PCM or 32-bit float, any rate)")->required();
   app.add_option("--num-left-chunks", left,
                  "Chunks of attention history kept (-1 all; default: the model's)");
   app.add_flag("--greedy", greedy, "Greedy CTC search instead of prefix beam search");
   app.add_option("--beam", beam, "Prefix beam size")->check(CLI::Range(1, 1024));
+  app.add_flag("--no-lm", no_lm, "Beam search without the model directory's language model");
+  app.add_option("--lm-weight", lm_weight,
+                 "Language model weight (negative: the one in the model's lm.json)");
+  app.add_option("--lm-token-bonus", lm_token_bonus,
+                 "Score added per token with the language model (default: lm.json's)");
   app.add_option("--npy", npy_dir, "Write each file's CTC log-probs to DIR/<stem>.npy");
   app.add_option("--threads", threads, "Encoder threads")->check(CLI::Range(1, 256));
   app.add_option("--max-batch", max_batch, "Streams decoded at once")->check(CLI::Range(1, 4096));
@@ -215,6 +223,17 @@ int Main(int argc, char** argv) {
   config.decoder.method = greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
   config.decoder.search.beam_size = beam;
   config.decoder.search.first_beam_size = beam;
+  if (!greedy && !no_lm) {
+    absl::StatusOr<bool> loaded =
+        decoder::UseModelLanguageModel(model_dir, *units, &config.decoder.search);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+      return 2;
+    }
+    if (*loaded && lm_weight >= 0.0f) config.decoder.search.lm_weight = lm_weight;
+    if (*loaded && lm_token_bonus.has_value())
+      config.decoder.search.lm_token_bonus = *lm_token_bonus;
+  }
   config.decoder.stream.nbest = 1;
   absl::StatusOr<std::unique_ptr<decoder::CtcDecoder>> dec = decoder::CtcDecoder::Create(
       config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));

@@ -25,6 +25,16 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<scheduler::ConformerStreamingModel> model,
                         scheduler::ConformerStreamingModel::Load(dir, encoder_options));
   OASR_ASSIGN_OR_RETURN(decoder::SymbolTable units, decoder::SymbolTable::Load(dir + "/units.txt"));
+  decoder::PrefixBeamSearchOptions& search = options.engine.decoder.search;
+  if (options.use_lm && options.engine.decoder.method == decoder::SearchMethod::kPrefixBeam) {
+    OASR_ASSIGN_OR_RETURN(bool loaded, decoder::UseModelLanguageModel(dir, units, &search));
+    if (loaded) {
+      if (options.lm_weight >= 0.0f) search.lm_weight = options.lm_weight;
+      spdlog::info("language model: order {}, {} n-grams, {:.1f} MiB, weight {}, token bonus {}",
+                   search.lm->order(), search.lm->num_ngrams_total(),
+                   search.lm->memory_bytes() / 1048576.0, search.lm_weight, search.lm_token_bonus);
+    }
+  }
   OASR_ASSIGN_OR_RETURN(
       std::unique_ptr<decoder::CtcDecoder> ctc,
       decoder::CtcDecoder::Create(options.engine.decoder,

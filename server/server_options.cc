@@ -43,6 +43,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_buffered_audio_seconds: ", max_buffered_audio_seconds, " must be > 0"));
   }
+  if (!(lm_weight <= 10.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lm_weight: ", lm_weight, " is above 10 (negative: the model's)"));
+  }
   if (num_threads < 1 || num_threads > 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: ", num_threads, " is outside [1, 256]"));

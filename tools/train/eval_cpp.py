@@ -1,7 +1,9 @@
 """Held-out WER per voice through the C++ engine (oasr-transcribe), the way
 the server runs the model: streaming in the model's chunks (16 encoder
-frames = 640 ms), with unlimited and with 4 chunks of left context, greedy
-and prefix beam search (beam 10). Writes a JSON report and, beside it, a
+frames = 640 ms), with unlimited and with 4 chunks of left context, greedy,
+prefix beam search (beam 10) and prefix beam search with the model
+directory's unit language model (lm.json; those columns are left out when the
+model has none; --lm-flags passes e.g. "--lm-weight 0.3" to them). Writes a JSON report and, beside it, a
 markdown table for docs/model.md.
 
     /usr/bin/python3 -m tools.train.eval_cpp --model models/en-conformer-ctc \\
@@ -36,8 +38,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONFIGS = {
     "greedy_left_all": ("greedy, all left", ["--greedy", "--num-left-chunks", "-1"]),
     "greedy_left4": ("greedy, 4 left", ["--greedy", "--num-left-chunks", "4"]),
-    "beam10_left_all": ("beam 10, all left", ["--beam", "10", "--num-left-chunks", "-1"]),
-    "beam10_left4": ("beam 10, 4 left", ["--beam", "10", "--num-left-chunks", "4"]),
+    "beam10_left_all": ("beam 10, all left", ["--beam", "10", "--no-lm", "--num-left-chunks", "-1"]),
+    "beam10_left4": ("beam 10, 4 left", ["--beam", "10", "--no-lm", "--num-left-chunks", "4"]),
+    # With the model directory's language model (lm.json), as the server decodes.
+    "lm_left_all": ("beam 10 + LM, all left", ["--beam", "10", "--num-left-chunks", "-1"]),
+    "lm_left4": ("beam 10 + LM, 4 left", ["--beam", "10", "--num-left-chunks", "4"]),
 }
 GROUPS = {"trained": "all training voices", "heldout": "all held-out voices"}
 
@@ -123,6 +128,7 @@ def main(argv=None):
     p.add_argument("--files-per-call", type=int, default=200)
     p.add_argument("--max-per-voice", type=int, default=0, help="0: every utterance")
     p.add_argument("--configs", default=",".join(CONFIGS), help="subset of " + ",".join(CONFIGS))
+    p.add_argument("--lm-flags", default="", help="extra oasr-transcribe flags of the lm_ configs")
     # Synthesis of a missing evaluation set (synth.py's defaults).
     p.add_argument("--corpus", default=os.path.join(REPO, "tools/train/corpus"))
     p.add_argument("--voices", default=",".join(synth.ALL_FAMILIES))
@@ -133,6 +139,9 @@ def main(argv=None):
     configs = [c for c in a.configs.split(",") if c]
     if not configs or any(c not in CONFIGS for c in configs):
         sys.exit(f"eval_cpp: --configs must name some of {list(CONFIGS)}")
+    if not os.path.exists(os.path.join(a.model, "lm.json")):
+        configs = [c for c in configs if not c.startswith("lm_")]
+    flags = {c: CONFIGS[c][1] + (a.lm_flags.split() if c.startswith("lm_") else []) for c in configs}
     if not os.access(a.transcribe, os.X_OK):
         sys.exit(f"eval_cpp: {a.transcribe} is not an executable (build oasr-transcribe, or "
                  "pass --transcribe)")
@@ -159,7 +168,7 @@ def main(argv=None):
         paths = [r["path"] for r in rows]
         for i in range(0, len(paths), a.files_per_call):
             texts, errors = transcribe(a.transcribe, a.model, paths[i:i + a.files_per_call],
-                                       CONFIGS[c][1], a.threads)
+                                       flags[c], a.threads)
             for path, text in texts.items():
                 hyps[path][c] = text
             failed += [{"wav": w, "config": c, "error": e} for w, e in errors.items()]
@@ -185,7 +194,7 @@ def main(argv=None):
     report = {"model": repo_relative(a.model), "eval": repo_relative(a.eval),
               "chunk_frames": chunk, "chunk_ms": chunk_ms, "heldout_voices": heldout,
               "audio_seconds": round(total_audio, 1), "configs": {
-                  c: {"label": CONFIGS[c][0], "flags": CONFIGS[c][1], **timing[c]} for c in configs},
+                  c: {"label": CONFIGS[c][0], "flags": flags[c], **timing[c]} for c in configs},
               "voices": {}, "total": {}, "failed": failed}
     totals = {g: {"utterances": 0, "words": 0, "errors": {c: 0 for c in configs}} for g in GROUPS}
     # Training voices first, then the held-out ones.

@@ -5,6 +5,10 @@ as "▁the", "s"), plus <s>, </s> and <unk>.
     /usr/bin/python3 -m tools.train.lm --corpus tools/train/corpus \\
         --model models/en-conformer-ctc --out DIR [--order 5] [--prune 0,0,0,2,4]
 
+writes the bundled model's lm.arpa.gz and lm.json (weight and token_bonus:
+--weight, --token-bonus) into DIR; the C++ server and oasr-transcribe use
+them whenever the model directory holds an lm.json.
+
 1. Tokenizer: reproduces tools/train/tokenizer.py's BPE model (seeded, so
    deterministic) in a temporary folder, or takes --tokenizer DIR (bpe.model
    and units.txt), and refuses unless its units.txt is byte-identical to the
@@ -457,6 +461,10 @@ def main(argv=None):
                    help="count cutoffs per order, comma-separated: an n-gram of order k "
                         "with raw count <= Tk is dropped; the last repeats (default %(default)s)")
     p.add_argument("--tokenizer", help="folder with bpe.model and units.txt (default: retrain)")
+    # The bundled model's values: the best on a development set of held-out
+    # sentences that are neither evaluation nor sample sentences (docs/model.md).
+    p.add_argument("--weight", type=float, default=1.0, help="lm.json weight (shallow fusion)")
+    p.add_argument("--token-bonus", type=float, default=2.0, help="lm.json token_bonus")
     p.add_argument("--precision", type=int, default=DEFAULT_PRECISION,
                    help="decimals of the log10 values (default %(default)s)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
@@ -490,7 +498,7 @@ def main(argv=None):
     size = os.path.getsize(arpa)
     with open(os.path.join(a.out, "lm.json"), "w", encoding="utf-8") as f:
         json.dump({"file": "lm.arpa.gz", "order": a.order, "units": "units.txt",
-                   "weight": 0.5, "token_bonus": 0.0, "built_from": "tools/train/corpus/train.txt.gz",
+                   "weight": a.weight, "token_bonus": a.token_bonus, "built_from": "tools/train/corpus/train.txt.gz",
                    "ngrams": counts}, f, indent=2)
         f.write("\n")
     print(f"lm: order {a.order}, prune {','.join(map(str, cutoffs))}: ngrams "

@@ -5,23 +5,24 @@
 # same command again with the same WORK skips finished stages and continues
 # training from the newest checkpoint, so the job may be split over calls.
 #
-# Data flow: synth.py (CPU workers) writes the clean 16 kHz waveforms of the
-# training utterances, int16, in shards under WORK/data/train (no augmentation,
-# no features); train.py puts them all on the GPU and, at every step, gives
-# the batch a fresh augmentation (speed, reverberation, telephone band, noise,
-# level: augment.py) and computes its Kaldi fbank there (gpu_frontend.py), so
-# each epoch hears every sentence differently. Global CMVN comes from one such
-# pass at the start. (Shards of an older WORK that hold features, augmented at
-# synthesis, still train, with no online augmentation.)
+# Data flow (the default, STORE=feats, the bundled model's recipe): synth.py
+# (CPU workers) synthesizes, augments once (speed, reverberation, telephone
+# band, noise, level: augment.py) and writes fbank features in shards under
+# WORK/data/train; train.py puts them all on the GPU.
 #
-# While train.py runs, synth.py --train-only keeps synthesizing the same plan
-# in the background (BACKGROUND_SYNTH_WORKERS workers at nice 10; the cores
-# are otherwise idle during training), adding shards only (the evaluation set
-# and synth_summary.json stay as the first synthesis wrote them); train.py
-# loads the new shards at every epoch boundary (--reload-shards), so training
-# hears more distinct utterances in the same time. It ends when train.py
-# returns, or at the latest half a minute before the call's CALL_MINUTES;
-# its lines in run.log start with "synth-bg: ".
+# STORE=wav: the shards hold clean 16 kHz waveforms instead, and train.py gives
+# every batch a fresh augmentation and computes its fbank on the GPU
+# (gpu_frontend.py), so each epoch hears every sentence differently. Measured
+# on an H200 it trains ~35 % fewer steps in the same time and gave a worse
+# model (bench/results/train-h200-run3-online.md).
+#
+# BACKGROUND_SYNTH_WORKERS=N (default 0, off): while train.py runs,
+# synth.py --train-only keeps synthesizing the same plan with N workers at
+# nice 10, adding shards only (the evaluation set and synth_summary.json stay
+# as the first synthesis wrote them); train.py loads the new shards at every
+# epoch boundary (--reload-shards). It ends when train.py returns, or at the
+# latest half a minute before the call's CALL_MINUTES; its lines in run.log
+# start with "synth-bg: ". It costs 10-20 % of training throughput.
 #
 #   OUT=/path/to/out tools/train/run_gpu.sh
 #
@@ -30,12 +31,11 @@
 # SYNTH_MINUTES (4.0), TRAIN_MINUTES (18, total over all calls), CALL_MINUTES
 # (9.3: this call stops training in time to export within it), MAX_TRAIN
 # (utterances of the synthesis plan, 400000: enough for ~24 min of 16 cores;
-# the time budgets end it first), BACKGROUND_SYNTH_WORKERS (synthesis beside
-# training; default nproc - 4, 0 with 4 cores or fewer; 0: off),
+# the time budgets end it first), STORE (feats or wav, see above),
+# BACKGROUND_SYNTH_WORKERS (synthesis beside training; 0: off, the default),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
-# TRAIN_ARGS (extra train.py flags), SYNTH_ARGS (extra synth.py flags, e.g.
-# "--store feats": augmentation at synthesis, as the bundled model was
-# trained), PYTHON (python3), STOP_AFTER (synth: end the call once the data
+# TRAIN_ARGS (extra train.py flags; default "--threads 8 --ckpt-minutes 4", as
+# the bundled model was trained), SYNTH_ARGS (extra synth.py flags), PYTHON (python3), STOP_AFTER (synth: end the call once the data
 # is synthesized), SKIP_EVAL (1: no PyTorch evaluation
 # after training, when tools/train/eval_cpp.py will evaluate the export).
 #
@@ -57,8 +57,9 @@ SYNTH_MINUTES="${SYNTH_MINUTES:-4.0}"
 TRAIN_MINUTES="${TRAIN_MINUTES:-18}"
 CALL_MINUTES="${CALL_MINUTES:-9.3}"
 MAX_TRAIN="${MAX_TRAIN:-400000}"
-cores=$(nproc)
-BACKGROUND_SYNTH_WORKERS="${BACKGROUND_SYNTH_WORKERS:-$(( cores > 4 ? cores - 4 : 0 ))}"
+STORE="${STORE:-feats}"
+BACKGROUND_SYNTH_WORKERS="${BACKGROUND_SYNTH_WORKERS:-0}"
+TRAIN_ARGS="${TRAIN_ARGS---threads 8 --ckpt-minutes 4}"
 EVAL_PER_VOICE="${EVAL_PER_VOICE:-40}"
 VOCAB="${VOCAB:-256}"
 mkdir -p "$OUT" "$WORK"
@@ -80,7 +81,7 @@ fi
 if [ ! -f "$WORK/data/synth_summary.json" ]; then
   "$PY" -m tools.train.synth --corpus "$corpus" --out "$WORK/data" --workers "$(nproc)" \
     --max-train "$MAX_TRAIN" --max-minutes "$SYNTH_MINUTES" --eval-per-voice "$EVAL_PER_VOICE" \
-    ${VOICES:+--voices "$VOICES"} ${SYNTH_ARGS:-}
+    --store "$STORE" ${VOICES:+--voices "$VOICES"} ${SYNTH_ARGS:-}
 fi
 
 if [ "${STOP_AFTER:-}" = synth ]; then
@@ -126,7 +127,7 @@ if [ "$BACKGROUND_SYNTH_WORKERS" -gt 0 ]; then
   # shellcheck disable=SC2086
   nice -n 10 "$PY" -m tools.train.synth --train-only --corpus "$corpus" --out "$WORK/data" \
     --workers "$BACKGROUND_SYNTH_WORKERS" --max-train "$MAX_TRAIN" --max-minutes "$bg_minutes" \
-    ${SYNTH_ARGS:-} > >(sed -u 's/^/synth-bg: /') 2>&1 &
+    --store "$STORE" ${SYNTH_ARGS:-} > >(sed -u 's/^/synth-bg: /') 2>&1 &
   bg_synth=$!
   echo "run_gpu: background synthesis with $BACKGROUND_SYNTH_WORKERS workers," \
     "for at most $bg_minutes min"

@@ -18,7 +18,7 @@ export OUT="$dir/out" WORK="$dir/work"
 export PYTHON="${PYTHON:-/usr/bin/python3}"
 export VOICES="espeak:en-us,flite:slt,festival:kal_diphone,espeak:en-029"
 export MAX_TRAIN=200 SYNTH_MINUTES=2 EVAL_PER_VOICE=3 VOCAB=128 CALL_MINUTES=10
-export BACKGROUND_SYNTH_WORKERS=1
+export BACKGROUND_SYNTH_WORKERS=1 STORE=wav
 export TRAIN_ARGS="--num-blocks 2 --output-size 32 --linear-units 64 --max-steps 30 \
   --batch-frames 2000 --device cpu --threads 1 --warmup-steps 10 --lr 2e-3 \
   --max-file-mib 0.05 --log-every 10 --ckpt-minutes 100"
