@@ -13,6 +13,10 @@
 // Boosting: 100 phrases of 2-4 tokens, half cut from the greedy transcript of
 // the input (so they really match), half random, boost 2.0 per token.
 //
+// Language model: the bundled model's units (V = 258) and its unit 5-gram
+// (lm.json, lm.arpa.gz), against beam 10 alone on the same input, when the
+// model directory is there.
+//
 // Goal (issue 5): under 50 us per frame per stream at V = 5002, beam 10.
 #include <algorithm>
 #include <chrono>
@@ -101,6 +105,45 @@ Figures Run(const CtcDecoderConfig& config, const std::shared_ptr<const SymbolTa
   return figures;
 }
 
+std::vector<float> PeakyLogProbs(int v) {
+  SyntheticLogProbsOptions gen;
+  gen.num_frames = kFrames;
+  gen.vocab_size = v;
+  // Winner margin for ~90% of the mass: e^peak = 9 (V - 1) E[e^noise].
+  gen.peak = std::log(9.0f * (v - 1) * std::exp(0.5f));
+  gen.seed = 11;
+  return SyntheticLogProbs(gen);
+}
+
+void PrintRow(int v, const char* name, const Figures& f) {
+  std::printf("%-6d %-28s %12.2f %12.2f %10.0f", v, name, f.best_us, f.mean_us,
+              40000.0 / f.best_us);
+}
+
+// Beam 10 with and without the bundled model's language model.
+void LanguageModelRows(const std::string& dir) {
+  absl::StatusOr<SymbolTable> loaded = SymbolTable::Load(dir + "/units.txt");
+  if (!loaded.ok()) {
+    std::printf("(no language model rows: %s)\n", loaded.status().ToString().c_str());
+    return;
+  }
+  auto units = std::make_shared<const SymbolTable>(std::move(*loaded));
+  const int v = units->size();
+  std::vector<float> lp = PeakyLogProbs(v);
+  CtcDecoderConfig config;
+  config.stream.endpoint.enabled = false;
+  PrintRow(v, "beam 10 (bundled units)", Run(config, units, lp, nullptr));
+  std::printf("\n");
+  absl::StatusOr<bool> lm = UseModelLanguageModel(dir, *units, &config.search);
+  if (!lm.ok() || !*lm) {
+    std::printf("(no language model row: %s)\n",
+                lm.ok() ? "the model has no lm.json" : lm.status().ToString().c_str());
+    return;
+  }
+  PrintRow(v, "beam 10 + unit 5-gram LM", Run(config, units, lp, nullptr));
+  std::printf("\n");
+}
+
 int Main() {
   std::printf(
       "oasr-bench-decoder: CTC decoding, one stream on one core, %d frames (%.0f s) in "
@@ -109,13 +152,7 @@ int Main() {
   std::printf("%-6s %-28s %12s %12s %10s\n", "V", "search", "us/frame", "mean", "x realtime");
   std::printf("(us/frame: fastest of %d runs after a warm-up; mean: their average)\n", kRepeats);
   for (const int v : {5002, 30}) {
-    SyntheticLogProbsOptions gen;
-    gen.num_frames = kFrames;
-    gen.vocab_size = v;
-    // Winner margin for ~90% of the mass: e^peak = 9 (V - 1) E[e^noise].
-    gen.peak = std::log(9.0f * (v - 1) * std::exp(0.5f));
-    gen.seed = 11;
-    std::vector<float> lp = SyntheticLogProbs(gen);
+    std::vector<float> lp = PeakyLogProbs(v);
     const auto units = Units(v);
     const auto phrases = Phrases(lp, v);
 
@@ -137,9 +174,7 @@ int Main() {
       config.method = row.method;
       config.search.blank_skip_threshold = row.skip;
       config.stream.endpoint.enabled = false;  // one 60 s segment, like the raw search
-      const Figures f = Run(config, units, lp, row.boost ? phrases : nullptr);
-      std::printf("%-6d %-28s %12.2f %12.2f %10.0f", v, row.name, f.best_us, f.mean_us,
-                  40000.0 / f.best_us);
+      PrintRow(v, row.name, Run(config, units, lp, row.boost ? phrases : nullptr));
       if (row.skip > 0.0f) {
         int skipped = 0;
         for (int t = 0; t < kFrames; ++t)
@@ -149,6 +184,9 @@ int Main() {
       std::printf("\n");
     }
   }
+#ifdef OASR_BENCH_MODEL_DIR
+  LanguageModelRows(OASR_BENCH_MODEL_DIR);
+#endif
   std::printf("goal: < 50 us/frame per stream at V = 5002, beam 10 (x realtime = 40 ms / cost)\n");
   return 0;
 }
