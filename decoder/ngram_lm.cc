@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -24,9 +23,8 @@ constexpr float kLn10 = 2.302585093f;
 // ln P of a unit the file does not list when it has no <unk> either (log10 -7).
 constexpr float kUnlistedLog10 = -7.0f;
 constexpr int kMaxOrder = 16;
-constexpr size_t kMaxLineBytes = 1 << 16;
 
-// Reads lines of a plain or gzip file (zlib reads both).
+// Reads lines of a plain or gzip file (zlib reads both), of any length.
 class LineReader {
  public:
   explicit LineReader(const std::string& path) : file_(gzopen(path.c_str(), "rb")) {
@@ -42,24 +40,24 @@ class LineReader {
   int64_t line_no() const { return line_no_; }
 
   // The next line without its end of line, or false at the end of the file.
-  // A line longer than kMaxLineBytes is an error (*too_long set).
-  bool Next(absl::string_view* line, bool* too_long) {
-    *too_long = false;
-    if (gzgets(file_, buffer_.data(), static_cast<int>(buffer_.size())) == nullptr) return false;
-    ++line_no_;
-    size_t n = std::strlen(buffer_.data());
-    if (n == buffer_.size() - 1 && buffer_[n - 1] != '\n') {
-      *too_long = true;
-      return true;
+  // The view is valid until the next call.
+  bool Next(absl::string_view* line) {
+    line_.clear();
+    while (gzgets(file_, buffer_, sizeof(buffer_)) != nullptr) {
+      line_.append(buffer_);
+      if (line_.back() == '\n') break;
     }
-    while (n > 0 && (buffer_[n - 1] == '\n' || buffer_[n - 1] == '\r')) --n;
-    *line = absl::string_view(buffer_.data(), n);
+    if (line_.empty()) return false;
+    ++line_no_;
+    while (!line_.empty() && (line_.back() == '\n' || line_.back() == '\r')) line_.pop_back();
+    *line = line_;
     return true;
   }
 
  private:
   gzFile file_;
-  std::vector<char> buffer_ = std::vector<char>(kMaxLineBytes);
+  char buffer_[4096];
+  std::string line_;
   int64_t line_no_ = 0;
 };
 
@@ -85,16 +83,11 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
     return absl::InvalidArgumentError(absl::StrCat(path, ":", reader.line_no(), ": ", what));
   };
   absl::string_view line;
-  bool too_long = false;
-  auto next = [&]() -> bool {
-    if (!reader.Next(&line, &too_long)) return false;
-    return true;
-  };
+  auto next = [&] { return reader.Next(&line); };
 
   // Header.
   bool found_data = false;
   while (next()) {
-    if (too_long) return error("line too long");
     if (absl::StripAsciiWhitespace(line) == "\\data\\") {
       found_data = true;
       break;
@@ -103,7 +96,6 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
   if (!found_data) return error("no \\data\\ section");
   std::vector<int64_t> header_counts;
   while (next()) {
-    if (too_long) return error("line too long");
     const absl::string_view stripped = absl::StripAsciiWhitespace(line);
     if (stripped.empty()) {
       if (header_counts.empty()) continue;
@@ -149,7 +141,6 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
     // Section header "\n-grams:" (blank lines before it are fine).
     bool found = false;
     while (next()) {
-      if (too_long) return error("line too long");
       if (IsBlank(line)) continue;
       if (absl::StripAsciiWhitespace(line) != absl::StrCat("\\", n, "-grams:")) {
         return error(absl::StrCat("expected \\", n, "-grams:"));
@@ -161,7 +152,6 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
     int64_t read = 0;
     level.words.reserve(header_counts[n - 1] * n);
     while (next()) {
-      if (too_long) return error("line too long");
       if (IsBlank(line)) break;
       const std::vector<absl::string_view> fields =
           absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -209,7 +199,6 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
   }
   bool found_end = false;
   while (next()) {
-    if (too_long) return error("line too long");
     if (IsBlank(line)) continue;
     if (absl::StripAsciiWhitespace(line) == "\\end\\") found_end = true;
     break;

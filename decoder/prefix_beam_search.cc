@@ -60,7 +60,6 @@ absl::Status PrefixBeamSearchOptions::Validate() const {
 PrefixBeamSearch::PrefixBeamSearch(const PrefixBeamSearchOptions& options) : options_(options) {
   const absl::Status status = options.Validate();
   OASR_CHECK(status.ok(), std::string(status.message()));
-  lm_ = options_.lm.get();
   skip_log_threshold_ = options.blank_skip_threshold > 0.0f
                             ? std::log(options.blank_skip_threshold)
                             : std::numeric_limits<float>::infinity();
@@ -84,7 +83,7 @@ PrefixBeamSearch::PrefixBeamSearch(const PrefixBeamSearchOptions& options) : opt
 void PrefixBeamSearch::Reset() {
   trie_.clear();
   trie_.push_back(TrieNode{kNone, kNone, ContextGraph::kRoot, 0.0f,
-                           lm_ != nullptr ? lm_->StartState() : 0, 0.0f, 0, kNone});
+                           options_.lm != nullptr ? options_.lm->StartState() : 0, 0.0f, 0, kNone});
   children_.Clear();
   paths_.clear();
   trie_compact_at_ = kMinCompactNodes;
@@ -160,8 +159,9 @@ int32_t PrefixBeamSearch::CandidateForExtension(int32_t hyp, int32_t token) {
   }
   int32_t lm_state = trie_[parent].lm_state;
   float lm = trie_[parent].lm_score;
-  if (lm_ != nullptr) {
-    lm += options_.lm_weight * lm_->Score(lm_state, token, &lm_state) + options_.lm_token_bonus;
+  if (options_.lm != nullptr) {
+    lm += options_.lm_weight * options_.lm->Score(lm_state, token, &lm_state) +
+          options_.lm_token_bonus;
   }
   candidates_.push_back(Candidate{kNone, hyp, token, context_state, context, lm_state, lm, kLogZero,
                                   kLogZero, kLogZero, kLogZero, kNone, kNone, 0.0f, false,
@@ -329,11 +329,11 @@ void PrefixBeamSearch::CompactPaths() {
 void PrefixBeamSearch::Finalize() {
   OASR_CHECK(!finalized_, "Finalize called twice without a Reset");
   finalized_ = true;
-  if (graph_ == nullptr && lm_ == nullptr) return;
+  if (graph_ == nullptr && options_.lm == nullptr) return;
   for (Hyp& h : hyps_) {
     const TrieNode& node = trie_[h.node];
     if (graph_ != nullptr) h.context -= graph_->Pending(node.context_state);
-    if (lm_ != nullptr) h.lm += options_.lm_weight * lm_->FinalScore(node.lm_state);
+    if (options_.lm != nullptr) h.lm += options_.lm_weight * options_.lm->FinalScore(node.lm_state);
     h.total = LogAdd(h.s, h.ns) + h.context + h.lm;
   }
   // Stable insertion sort: the beam is small and equal totals keep their rank.

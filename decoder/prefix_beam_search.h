@@ -141,7 +141,6 @@ class PrefixBeamSearch final : public CtcSearch {
   PrefixBeamSearchOptions options_;
   float skip_log_threshold_;
   const ContextGraph* graph_ = nullptr;
-  const NgramLm* lm_ = nullptr;  // options_.lm, which owns it
 
   std::vector<TrieNode> trie_, trie_spare_;
   FlatIntMap children_;  // (parent node, token) -> node

@@ -513,9 +513,10 @@ void Engine::Admit() {
   }
 }
 
-bool Engine::ChunkReady(const Stream& s) const {
+int64_t Engine::ChunkFrames(const Stream& s) const {
   const int64_t available = s.frontend->NumFramesReady() - s.chunks_done * stride_frames_;
-  return available >= window_frames_ || (available > right_context_ && s.frontend->flushed());
+  if (available >= window_frames_) return window_frames_;
+  return available > right_context_ && s.frontend->flushed() ? available : 0;
 }
 
 void Engine::MarkReady(Stream& s) {
@@ -545,12 +546,10 @@ void Engine::RunCohort() {
   for (Stream* sp : ready_now_) {
     Stream& s = *sp;
     s.queued = false;
-    const int64_t start = s.chunks_done * stride_frames_;
-    const int64_t available = s.frontend->NumFramesReady() - start;
-    const bool flushed = s.frontend->flushed();
-    if (available < window_frames_ && !(flushed && available > right_context_)) {
+    const int64_t frames = ChunkFrames(s);
+    if (frames == 0) {
       // No chunk: drained after the end of the audio, or not ready after all.
-      if (flushed) Finish(s, FinishReason::kStop);
+      if (s.frontend->flushed()) Finish(s, FinishReason::kStop);
       continue;
     }
     if (check_capacity_) {
@@ -563,7 +562,7 @@ void Engine::RunCohort() {
     }
     CohortRow& row = rows_.emplace_back();
     row.context = &*s.context;
-    row.feat_frames = std::min(window_frames_, available);
+    row.feat_frames = frames;
     row.offset = s.offset;
     row.out_frames = g.OutputFrames(row.feat_frames);
     row.conv_state = ConvScratch(rows_.size() - 1);

@@ -145,8 +145,10 @@ class Engine {
   void UpdateGauges();
   // Row `row` of conv_scratch_ as (layers, 1, K - 1, d).
   TensorView ConvScratch(size_t row);
-  // A full chunk (or, after the end of the audio, a last short one) is ready.
-  bool ChunkReady(const Stream& s) const;
+  // Feature frames of the next chunk: the full window, or after the end of
+  // the audio a last short one; 0 when no chunk is ready.
+  int64_t ChunkFrames(const Stream& s) const;
+  bool ChunkReady(const Stream& s) const { return ChunkFrames(s) > 0; }
   void AssertSchedulerThread() const;
 
   const EngineConfig config_;

@@ -151,6 +151,13 @@ TEST_F(NgramLmTest, WordsThatAreNotUnitsAreSkippedWithTheirNgrams) {
   EXPECT_NEAR(SentenceScore(**lm, {kA}), (-0.2f - 0.1f - 0.35f) * kLn10, 1e-5);
 }
 
+TEST_F(NgramLmTest, ReadsLinesLongerThanItsBuffer) {
+  // The reader takes 4 KiB at a time; a 20,000-byte preamble line spans five.
+  auto lm = Load(std::string(20000, 'x') + "\n" + kArpa);
+  ASSERT_TRUE(lm.ok()) << lm.status();
+  EXPECT_NEAR(SentenceScore(**lm, {kA}), (-0.2f - 0.1f - 0.35f) * kLn10, 1e-5);
+}
+
 TEST_F(NgramLmTest, ReadsGzip) {
   const std::string path = (dir_ / "lm.arpa.gz").string();
   gzFile out = gzopen(path.c_str(), "wb");
