@@ -68,9 +68,17 @@ absl::StatusOr<bool> UseModelLanguageModel(const std::string& model_dir, const S
                                            PrefixBeamSearchOptions* search) {
   OASR_ASSIGN_OR_RETURN(std::optional<LanguageModelSpec> spec, ReadLanguageModelSpec(model_dir));
   if (!spec.has_value()) return false;
-  OASR_ASSIGN_OR_RETURN(search->lm, NgramLm::LoadArpa(spec->path, units));
-  search->lm_weight = spec->weight;
-  search->lm_token_bonus = spec->token_bonus;
+  if (!spec->path.empty()) {
+    OASR_ASSIGN_OR_RETURN(search->lm, NgramLm::LoadArpa(spec->path, units));
+    search->lm_weight = spec->weight;
+    search->lm_token_bonus = spec->token_bonus;
+  }
+  if (!spec->word_path.empty()) {
+    OASR_ASSIGN_OR_RETURN(search->word_lm, WordLm::Load(spec->word_path, units));
+    search->word_lm_weight = spec->word_weight;
+    search->word_bonus = spec->word_bonus;
+    search->unknown_word_penalty = spec->unknown_word_penalty;
+  }
   return true;
 }
 
@@ -90,6 +98,11 @@ absl::StatusOr<std::unique_ptr<CtcDecoder>> CtcDecoder::Create(
   if (config.search.lm != nullptr && config.search.lm->vocab_size() != units->size()) {
     return absl::InvalidArgumentError(absl::StrCat("search.lm was loaded for ",
                                                    config.search.lm->vocab_size(),
+                                                   " units, the decoder has ", units->size()));
+  }
+  if (config.search.word_lm != nullptr && config.search.word_lm->num_units() != units->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("search.word_lm was loaded for ",
+                                                   config.search.word_lm->num_units(),
                                                    " units, the decoder has ", units->size()));
   }
   std::unique_ptr<CtcDecoder> decoder(new CtcDecoder(config, std::move(units)));

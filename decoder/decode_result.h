@@ -37,8 +37,9 @@ struct Hypothesis {
   float ctc_score = 0.0f;
   // Phrase-boosting bonus included in `score` (0 without phrases).
   float context_score = 0.0f;
-  // Language-model score included in `score` (lm_weight * ln P_lm plus token
-  // bonuses; 0 without a language model).
+  // Language-model score included in `score`: the unit model's lm_weight *
+  // ln P_lm plus token bonuses, and the word model's weighted score (0 without
+  // language models).
   float lm_score = 0.0f;
   // log-probability of the best single alignment.
   float viterbi_score = 0.0f;

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/check.h"
+#include "common/status.h"
 #include "nlohmann/json.hpp"
 
 namespace oasr::decoder {
@@ -332,6 +333,12 @@ float NgramLm::Score(State state, int32_t unit, State* next) const {
   return ScoreWord(state, unit, next);
 }
 
+float NgramLm::UnigramScore(int32_t unit) const {
+  OASR_DCHECK(unit >= 0 && unit < vocab_size_);
+  const int32_t node = unigram_[unit];
+  return node >= 0 ? nodes_[node].log_prob : unknown_log_prob_;
+}
+
 float NgramLm::FinalScore(State state) const {
   State unused;
   return ScoreWord(state, eos_word_, &unused);
@@ -345,6 +352,66 @@ size_t NgramLm::memory_bytes() const {
   return nodes_.capacity() * sizeof(Node) + unigram_.capacity() * sizeof(int32_t);
 }
 
+absl::StatusOr<SymbolTable> ReadArpaWords(const std::string& path) {
+  LineReader reader(path);
+  if (!reader.is_open()) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  absl::string_view line;
+  bool found = false;
+  while (reader.Next(&line)) {
+    if (absl::StripAsciiWhitespace(line) == "\\1-grams:") {
+      found = true;
+      break;
+    }
+  }
+  if (!found) return absl::InvalidArgumentError(absl::StrCat(path, ": no \\1-grams: section"));
+  std::vector<std::string> words;
+  while (reader.Next(&line) && !IsBlank(line)) {
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (fields.size() != 2 && fields.size() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", reader.line_no(),
+                       ": expected a log-probability, a word and an optional backoff"));
+    }
+    if (fields[1] != "<s>" && fields[1] != "</s>") words.emplace_back(fields[1]);
+  }
+  absl::StatusOr<SymbolTable> table = SymbolTable::FromUnits(std::move(words));
+  if (!table.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", table.status().message()));
+  }
+  return table;
+}
+
+namespace {
+
+// Reads the optional number fields of `object` into their targets.
+absl::Status ReadNumbers(const nlohmann::json& object, const std::string& where,
+                         std::initializer_list<std::pair<const char*, float*>> fields) {
+  for (const auto& [key, value] : fields) {
+    const auto it = object.find(key);
+    if (it == object.end()) continue;
+    if (!it->is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": \"", key, "\" must be a number"));
+    }
+    *value = it->get<float>();
+  }
+  return absl::OkStatus();
+}
+
+// `object`'s "file", directory prepended: "" when absent, an error when it
+// is not a non-empty string.
+absl::StatusOr<std::string> ReadFileField(const nlohmann::json& object, const std::string& where,
+                                          const std::filesystem::path& dir) {
+  const auto file = object.find("file");
+  if (file == object.end()) return std::string();
+  if (!file->is_string() || file->get<std::string>().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": \"file\" must name an ARPA file"));
+  }
+  return (dir / file->get<std::string>()).string();
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<LanguageModelSpec>> ReadLanguageModelSpec(
     const std::string& model_dir) {
   const std::filesystem::path dir(model_dir);
@@ -356,21 +423,25 @@ absl::StatusOr<std::optional<LanguageModelSpec>> ReadLanguageModelSpec(
     return absl::InvalidArgumentError(absl::StrCat(json_path, ": not a JSON object"));
   }
   LanguageModelSpec spec;
-  const auto file = j.find("file");
-  if (file == j.end() || !file->is_string() || file->get<std::string>().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(json_path, ": \"file\" must name the ARPA file"));
-  }
-  spec.path = (dir / file->get<std::string>()).string();
-  for (const auto& [key, value] :
-       {std::pair{"weight", &spec.weight}, std::pair{"token_bonus", &spec.token_bonus}}) {
-    const auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (!it->is_number()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(json_path, ": \"", key, "\" must be a number"));
+  OASR_ASSIGN_OR_RETURN(spec.path, ReadFileField(j, json_path, dir));
+  OASR_RETURN_IF_ERROR(
+      ReadNumbers(j, json_path, {{"weight", &spec.weight}, {"token_bonus", &spec.token_bonus}}));
+  if (const auto words = j.find("words"); words != j.end()) {
+    const std::string where = absl::StrCat(json_path, ": \"words\"");
+    if (!words->is_object())
+      return absl::InvalidArgumentError(absl::StrCat(where, " must be an object"));
+    OASR_ASSIGN_OR_RETURN(spec.word_path, ReadFileField(*words, where, dir));
+    if (spec.word_path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": \"file\" must name an ARPA file"));
     }
-    *value = it->get<float>();
+    OASR_RETURN_IF_ERROR(ReadNumbers(*words, where,
+                                     {{"weight", &spec.word_weight},
+                                      {"word_bonus", &spec.word_bonus},
+                                      {"unknown_word_penalty", &spec.unknown_word_penalty}}));
+  }
+  if (spec.path.empty() && spec.word_path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        json_path, ": \"file\" must name the unit ARPA file (or \"words\" a word one)"));
   }
   return std::optional<LanguageModelSpec>(std::move(spec));
 }

@@ -8,6 +8,9 @@
 // <unk> and also scores any unit the file does not list. tools/train/lm.py
 // builds one from the training text; any ARPA writer (KenLM's lmplz, SRILM)
 // over the same units works too. Plain or gzip-compressed files are read.
+// The vocabulary is any SymbolTable: the word model of decoder/word_lm.h
+// loads one over the file's own words (ReadArpaWords), where "unit" below
+// means word.
 //
 // States: the longest suffix of the history that the model can extend (KenLM's
 // right-state minimisation), so prefixes that differ only in older units share
@@ -51,6 +54,9 @@ class NgramLm {
   // ln P(</s> | state): the end of the sentence.
   float FinalScore(State state) const;
 
+  // ln P(unit) with no history (the unigram, or <unk>'s for an unlisted one).
+  float UnigramScore(int32_t unit) const;
+
   int order() const { return order_; }
   int vocab_size() const { return vocab_size_; }
   // Listed n-grams of order n (1-based), after skipping.
@@ -89,19 +95,36 @@ class NgramLm {
   int64_t skipped_words_ = 0;
 };
 
-// A model directory's language model: lm.json next to units.txt, e.g.
-//   {"file": "lm.arpa.gz", "weight": 0.5, "token_bonus": 1.0}
-// `file` is relative to the directory; weight and token_bonus are the values
-// the model was tuned with (PrefixBeamSearchOptions::lm_weight, lm_token_bonus).
+// The words of an ARPA file's unigram section, <s> and </s> left out, in file
+// order: the vocabulary of a word-level model (decoder/word_lm.h). Reads only
+// up to the end of that section. NOT_FOUND when the file cannot be opened;
+// INVALID_ARGUMENT naming the file for a file without a \1-grams: section, a
+// malformed entry, or a duplicate word.
+absl::StatusOr<SymbolTable> ReadArpaWords(const std::string& path);
+
+// A model directory's language models: lm.json next to units.txt, e.g.
+//   {"file": "lm.arpa.gz", "weight": 1.0, "token_bonus": 2.0,
+//    "words": {"file": "words.arpa.gz", "weight": 0.5, "word_bonus": 1.0,
+//              "unknown_word_penalty": 4.0}}
+// "file" is a unit n-gram model (NgramLm), "words" a word n-gram model with
+// its lexicon (WordLm); either may be left out, not both. Files are relative
+// to the directory; the numbers are the values the model was tuned with
+// (PrefixBeamSearchOptions: lm_weight, lm_token_bonus, word_lm_weight,
+// word_bonus, unknown_word_penalty).
 struct LanguageModelSpec {
-  std::string path;  // the ARPA file, directory prepended
+  std::string path;  // the unit ARPA file, directory prepended; empty: none
   float weight = 0.5f;
   float token_bonus = 0.0f;
+  std::string word_path;  // the word ARPA file, directory prepended; empty: none
+  float word_weight = 0.5f;
+  float word_bonus = 0.0f;
+  float unknown_word_penalty = 0.0f;
 };
 
 // std::nullopt when `model_dir` has no lm.json; INVALID_ARGUMENT naming the
-// file for malformed JSON, a missing or non-string "file", or a "weight" or
-// "token_bonus" that is not a number.
+// file for malformed JSON, a "file" that is not a non-empty string, a "words"
+// that is not an object with one, neither of the two, or a number field that
+// is not a number.
 absl::StatusOr<std::optional<LanguageModelSpec>> ReadLanguageModelSpec(
     const std::string& model_dir);
 

@@ -54,6 +54,18 @@ absl::Status PrefixBeamSearchOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("lm_token_bonus = ", lm_token_bonus, " is outside [-20, 20]"));
   }
+  if (!(word_lm_weight >= 0.0f && word_lm_weight <= 10.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("word_lm_weight = ", word_lm_weight, " is outside [0, 10]"));
+  }
+  if (!(word_bonus >= -20.0f && word_bonus <= 20.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("word_bonus = ", word_bonus, " is outside [-20, 20]"));
+  }
+  if (!(unknown_word_penalty >= 0.0f && unknown_word_penalty <= 100.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown_word_penalty = ", unknown_word_penalty, " is outside [0, 100]"));
+  }
   return absl::OkStatus();
 }
 
@@ -83,7 +95,10 @@ PrefixBeamSearch::PrefixBeamSearch(const PrefixBeamSearchOptions& options) : opt
 void PrefixBeamSearch::Reset() {
   trie_.clear();
   trie_.push_back(TrieNode{kNone, kNone, ContextGraph::kRoot, 0.0f,
-                           options_.lm != nullptr ? options_.lm->StartState() : 0, 0.0f, 0, kNone});
+                           options_.lm != nullptr ? options_.lm->StartState() : 0,
+                           options_.word_lm != nullptr ? options_.word_lm->StartState()
+                                                       : WordLm::State{0, WordLm::kEmpty},
+                           0.0f, 0, kNone});
   children_.Clear();
   paths_.clear();
   trie_compact_at_ = kMinCompactNodes;
@@ -133,14 +148,19 @@ void PrefixBeamSearch::SkipBlankFrame(float blank_log_prob) {
   }
 }
 
+float PrefixBeamSearch::Weighted(const WordScore& score) const {
+  return options_.word_lm_weight * score.log_prob + options_.word_bonus * score.words -
+         options_.unknown_word_penalty * score.unknown_words;
+}
+
 int32_t PrefixBeamSearch::CandidateForNode(int32_t node) {
   TrieNode& n = trie_[node];
   if (n.stamp == stamp_) return n.candidate;
   n.stamp = stamp_;
   n.candidate = static_cast<int32_t>(candidates_.size());
   candidates_.push_back(Candidate{node, kNone, kNone, n.context_state, n.context_score, n.lm_state,
-                                  n.lm_score, kLogZero, kLogZero, kLogZero, kLogZero, kNone, kNone,
-                                  0.0f, false, kLogZero});
+                                  n.word_state, n.lm_score, kLogZero, kLogZero, kLogZero, kLogZero,
+                                  kNone, kNone, 0.0f, false, kLogZero});
   return n.candidate;
 }
 
@@ -163,9 +183,13 @@ int32_t PrefixBeamSearch::CandidateForExtension(int32_t hyp, int32_t token) {
     lm += options_.lm_weight * options_.lm->Score(lm_state, token, &lm_state) +
           options_.lm_token_bonus;
   }
-  candidates_.push_back(Candidate{kNone, hyp, token, context_state, context, lm_state, lm, kLogZero,
-                                  kLogZero, kLogZero, kLogZero, kNone, kNone, 0.0f, false,
-                                  kLogZero});
+  WordLm::State word_state = trie_[parent].word_state;
+  if (options_.word_lm != nullptr) {
+    lm += Weighted(options_.word_lm->Extend(word_state, token, &word_state));
+  }
+  candidates_.push_back(Candidate{kNone, hyp, token, context_state, context, lm_state, word_state,
+                                  lm, kLogZero, kLogZero, kLogZero, kLogZero, kNone, kNone, 0.0f,
+                                  false, kLogZero});
   return static_cast<int32_t>(candidates_.size() - 1);
 }
 
@@ -263,9 +287,9 @@ void PrefixBeamSearch::PruneAndCommit() {
 int32_t PrefixBeamSearch::AddTrieNode(const Candidate& c) {
   const int32_t id = static_cast<int32_t>(trie_.size());
   const int32_t parent = hyps_[c.source].node;
-  PushBackTwinned(
-      trie_, trie_spare_,
-      TrieNode{parent, c.token, c.context_state, c.context, c.lm_state, c.lm, 0, kNone});
+  PushBackTwinned(trie_, trie_spare_,
+                  TrieNode{parent, c.token, c.context_state, c.context, c.lm_state, c.word_state,
+                           c.lm, 0, kNone});
   children_.Insert(FlatIntMap::Key(parent, c.token), id);
   return id;
 }
@@ -329,11 +353,12 @@ void PrefixBeamSearch::CompactPaths() {
 void PrefixBeamSearch::Finalize() {
   OASR_CHECK(!finalized_, "Finalize called twice without a Reset");
   finalized_ = true;
-  if (graph_ == nullptr && options_.lm == nullptr) return;
+  if (graph_ == nullptr && options_.lm == nullptr && options_.word_lm == nullptr) return;
   for (Hyp& h : hyps_) {
     const TrieNode& node = trie_[h.node];
     if (graph_ != nullptr) h.context -= graph_->Pending(node.context_state);
     if (options_.lm != nullptr) h.lm += options_.lm_weight * options_.lm->FinalScore(node.lm_state);
+    if (options_.word_lm != nullptr) h.lm += Weighted(options_.word_lm->Finish(node.word_state));
     h.total = LogAdd(h.s, h.ns) + h.context + h.lm;
   }
   // Stable insertion sort: the beam is small and equal totals keep their rank.

@@ -27,6 +27,7 @@
 #include "decoder/ctc_search.h"
 #include "decoder/flat_int_map.h"
 #include "decoder/ngram_lm.h"
+#include "decoder/word_lm.h"
 
 namespace oasr::decoder {
 
@@ -48,9 +49,19 @@ struct PrefixBeamSearchOptions {
   float lm_weight = 0.5f;
   float lm_token_bonus = 0.0f;
 
+  // Shallow fusion with a word language model and its lexicon (nullptr: none),
+  // beside or instead of the unit one. A prefix's WordScore (decoder/word_lm.h)
+  // adds word_lm_weight * log_prob + word_bonus * words -
+  // unknown_word_penalty * unknown_words to its score.
+  std::shared_ptr<const WordLm> word_lm;
+  float word_lm_weight = 0.5f;
+  float word_bonus = 0.0f;
+  float unknown_word_penalty = 0.0f;
+
   // INVALID_ARGUMENT naming the field, its value and the limit: beam_size and
   // first_beam_size in [1, 1024], blank_id >= 0, blank_skip_threshold in [0, 1],
-  // lm_weight in [0, 10], lm_token_bonus in [-20, 20].
+  // lm_weight and word_lm_weight in [0, 10], lm_token_bonus and word_bonus in
+  // [-20, 20], unknown_word_penalty in [0, 100].
   absl::Status Validate() const;
 };
 
@@ -84,7 +95,8 @@ class PrefixBeamSearch final : public CtcSearch {
     int32_t context_state;
     float context_score;
     int32_t lm_state;
-    float lm_score;  // weighted LM score plus token bonuses of the prefix
+    WordLm::State word_state;
+    float lm_score;  // weighted LM scores plus bonuses of the prefix (unit and word LMs)
     uint32_t stamp;  // frame in which `candidate` is valid
     int32_t candidate;
   };
@@ -111,6 +123,7 @@ class PrefixBeamSearch final : public CtcSearch {
     int32_t context_state;
     float context;
     int32_t lm_state;
+    WordLm::State word_state;
     float lm;
     float s, ns, v_s, v_ns;
     int32_t times_s;
@@ -119,6 +132,9 @@ class PrefixBeamSearch final : public CtcSearch {
     bool ns_continues;  // the token's run goes on (replace) or starts (append)
     float total;
   };
+
+  // The weighted score of a word LM change.
+  float Weighted(const WordScore& score) const;
 
   static float Viterbi(const Hyp& h) { return h.v_s > h.v_ns ? h.v_s : h.v_ns; }
   static int32_t Times(const Hyp& h) { return h.v_s > h.v_ns ? h.times_s : h.times_ns; }

@@ -28,6 +28,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "decoder/symbol_table.h"
+#include "decoder/word_lm.h"
 #include "encoder/conformer_encoder.h"
 #include "encoder/npy_io.h"
 #include "scheduler/conformer_streaming_model.h"
@@ -75,9 +76,9 @@ absl::StatusOr<WavFile> ReadWav(const std::string& path) {
     } else if (id == "data") {
       const bool pcm16 = format == 1 && bits == 16, float32 = format == 3 && bits == 32;
       if (channels < 1 || !(pcm16 || float32)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": format ", format, ", ", bits, " bits, ", channels,
-            " channels; only 16-bit PCM or 32-bit float (missing or bad fmt chunk?)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": format ", format, ", ", bits, " bits, ", channels,
+                         " channels; only 16-bit PCM or 32-bit float (missing or bad fmt chunk?)"));
       }
       const size_t frame_bytes = static_cast<size_t>(channels) * (bits / 8);
       // A truncated last chunk (streamed writers leave size 0 or too large)
@@ -96,8 +97,7 @@ absl::StatusOr<WavFile> ReadWav(const std::string& path) {
             sum += static_cast<double>(f) * 32768.0;
           }
         }
-        wav.samples[i] =
-            static_cast<int16_t>(std::clamp(sum / channels, -32768.0, 32767.0));
+        wav.samples[i] = static_cast<int16_t>(std::clamp(sum / channels, -32768.0, 32767.0));
       }
       return wav;
     }
@@ -122,8 +122,8 @@ absl::StatusOr<std::string> Collect(EngineStream& stream) {
     if (!event.finish.has_value()) continue;
     if (*event.finish == FinishReason::kError) return event.error;
     if (*event.finish == FinishReason::kCancelled || *event.finish == FinishReason::kLength) {
-      return absl::AbortedError(absl::StrCat("stream ended early (", FinishReasonName(*event.finish),
-                                             "); transcript so far: ", text));
+      return absl::AbortedError(absl::StrCat(
+          "stream ended early (", FinishReasonName(*event.finish), "); transcript so far: ", text));
     }
     return text;
   }
@@ -143,7 +143,8 @@ absl::Status WriteLogProbs(const ConformerStreamingModel& model,
       frontend->AcceptPcm16(wav.samples.data(), static_cast<int64_t>(wav.samples.size())));
   OASR_RETURN_IF_ERROR(frontend->InputFinished());
   OASR_ASSIGN_OR_RETURN(
-      Tensor att, Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32));
+      Tensor att,
+      Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32));
   OASR_ASSIGN_OR_RETURN(Tensor cnn, Tensor::Zeros(encoder.ConvStateShape(), DType::kFloat32));
   const int required = left < 0 ? -1 : g.chunk_size * left;
   std::vector<float> log_probs;
@@ -178,7 +179,8 @@ int Main(int argc, char** argv) {
   int left = -2, beam = 10, threads = 1, max_batch = 16;
   bool greedy = false, no_lm = false;
   float lm_weight = -1.0f;
-  std::optional<float> lm_token_bonus;
+  std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
+  std::string word_lm_path;
   app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
   app.add_option("files", files, "WAV files (16-bit PCM or 32-bit float, any rate)")->required();
   app.add_option("--num-left-chunks", left,
@@ -187,9 +189,16 @@ int Main(int argc, char** argv) {
   app.add_option("--beam", beam, "Prefix beam size")->check(CLI::Range(1, 1024));
   app.add_flag("--no-lm", no_lm, "Beam search without the model directory's language model");
   app.add_option("--lm-weight", lm_weight,
-                 "Language model weight (negative: the one in the model's lm.json)");
+                 "Unit language model weight (negative: the one in the model's lm.json)");
   app.add_option("--lm-token-bonus", lm_token_bonus,
-                 "Score added per token with the language model (default: lm.json's)");
+                 "Score added per token with the unit language model (default: lm.json's)");
+  app.add_option("--word-lm", word_lm_path,
+                 "Word ARPA file to fuse (default: the one lm.json names, if any)");
+  app.add_option("--word-lm-weight", word_lm_weight,
+                 "Word language model weight (default: lm.json's)");
+  app.add_option("--word-bonus", word_bonus, "Score added per word (default: lm.json's)");
+  app.add_option("--unknown-word-penalty", unknown_word_penalty,
+                 "Score taken per word outside the lexicon (default: lm.json's)");
   app.add_option("--npy", npy_dir, "Write each file's CTC log-probs to DIR/<stem>.npy");
   app.add_option("--threads", threads, "Encoder threads")->check(CLI::Range(1, 256));
   app.add_option("--max-batch", max_batch, "Streams decoded at once")->check(CLI::Range(1, 4096));
@@ -211,7 +220,8 @@ int Main(int argc, char** argv) {
       ConformerStreamingModel::Load(model_dir, options);
   absl::StatusOr<decoder::SymbolTable> units = decoder::SymbolTable::Load(model_dir + "/units.txt");
   if (!model.ok() || !units.ok()) {
-    std::fprintf(stderr, "%s\n", (!model.ok() ? model.status() : units.status()).ToString().c_str());
+    std::fprintf(stderr, "%s\n",
+                 (!model.ok() ? model.status() : units.status()).ToString().c_str());
     return 2;
   }
   const ConformerStreamingModel* model_ptr = model->get();  // Owned by the engine below.
@@ -220,7 +230,8 @@ int Main(int argc, char** argv) {
   config.max_waiting = static_cast<int>(files.size());
   config.num_left_chunks = left;
   config.max_buffered_audio_s = 86400.0;  // Whole files are queued at once.
-  config.decoder.method = greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
+  config.decoder.method =
+      greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
   config.decoder.search.beam_size = beam;
   config.decoder.search.first_beam_size = beam;
   if (!greedy && !no_lm) {
@@ -230,9 +241,29 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
       return 2;
     }
-    if (*loaded && lm_weight >= 0.0f) config.decoder.search.lm_weight = lm_weight;
-    if (*loaded && lm_token_bonus.has_value())
-      config.decoder.search.lm_token_bonus = *lm_token_bonus;
+    decoder::PrefixBeamSearchOptions& search = config.decoder.search;
+    if (!word_lm_path.empty()) {
+      absl::StatusOr<std::shared_ptr<const decoder::WordLm>> word_lm =
+          decoder::WordLm::Load(word_lm_path, *units);
+      if (!word_lm.ok()) {
+        std::fprintf(stderr, "%s\n", word_lm.status().ToString().c_str());
+        return 2;
+      }
+      search.word_lm = *std::move(word_lm);
+    }
+    if (search.lm != nullptr) {
+      if (lm_weight >= 0.0f) search.lm_weight = lm_weight;
+      if (lm_token_bonus.has_value()) search.lm_token_bonus = *lm_token_bonus;
+    }
+    if (search.word_lm != nullptr) {
+      if (word_lm_weight.has_value()) search.word_lm_weight = *word_lm_weight;
+      if (word_bonus.has_value()) search.word_bonus = *word_bonus;
+      if (unknown_word_penalty.has_value()) search.unknown_word_penalty = *unknown_word_penalty;
+    }
+    if (absl::Status s = search.Validate(); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 2;
+    }
   }
   config.decoder.stream.nbest = 1;
   absl::StatusOr<std::unique_ptr<decoder::CtcDecoder>> dec = decoder::CtcDecoder::Create(
@@ -288,8 +319,10 @@ int Main(int argc, char** argv) {
         streams[i].ok() ? Collect(**streams[i]) : absl::StatusOr<std::string>(streams[i].status());
     if (text.ok() && dense != nullptr) {
       const std::string path =
-          (std::filesystem::path(npy_dir) / std::filesystem::path(files[i]).stem()).string() + ".npy";
-      if (absl::Status s = WriteLogProbs(*model_ptr, *dense, *wavs[i], effective_left, path); !s.ok()) {
+          (std::filesystem::path(npy_dir) / std::filesystem::path(files[i]).stem()).string() +
+          ".npy";
+      if (absl::Status s = WriteLogProbs(*model_ptr, *dense, *wavs[i], effective_left, path);
+          !s.ok()) {
         text = s;
       }
     }

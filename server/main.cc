@@ -76,9 +76,9 @@ int main(int argc, char** argv) {
   app.add_option("--num-threads", options.num_threads, "Encoder threads per cohort forward")
       ->capture_default_str();
   app.add_flag("!--no-lm", options.use_lm,
-               "Decode without the model directory's language model (lm.json)");
+               "Decode without the model directory's language models (lm.json: unit and word)");
   app.add_option("--lm-weight", options.lm_weight,
-                 "Language model weight (negative: the one in the model's lm.json)")
+                 "Unit language model weight (negative: the one in the model's lm.json)")
       ->capture_default_str();
   app.add_option("--frontend-threads", options.frontend_threads,
                  "Threads for resampling and fbank off the scheduler thread (0: on it)")

@@ -28,11 +28,20 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   decoder::PrefixBeamSearchOptions& search = options.engine.decoder.search;
   if (options.use_lm && options.engine.decoder.method == decoder::SearchMethod::kPrefixBeam) {
     OASR_ASSIGN_OR_RETURN(bool loaded, decoder::UseModelLanguageModel(dir, units, &search));
-    if (loaded) {
+    if (loaded && search.lm != nullptr) {
       if (options.lm_weight >= 0.0f) search.lm_weight = options.lm_weight;
       spdlog::info("language model: order {}, {} n-grams, {:.1f} MiB, weight {}, token bonus {}",
                    search.lm->order(), search.lm->num_ngrams_total(),
                    search.lm->memory_bytes() / 1048576.0, search.lm_weight, search.lm_token_bonus);
+    }
+    if (loaded && search.word_lm != nullptr) {
+      const decoder::NgramLm& words = search.word_lm->ngram();
+      spdlog::info(
+          "word language model: order {}, {} words, {} n-grams, {:.1f} MiB, weight {}, word bonus "
+          "{}, unknown word penalty {}",
+          words.order(), search.word_lm->num_words(), words.num_ngrams_total(),
+          search.word_lm->memory_bytes() / 1048576.0, search.word_lm_weight, search.word_bonus,
+          search.unknown_word_penalty);
     }
   }
   OASR_ASSIGN_OR_RETURN(

@@ -18,8 +18,8 @@ struct ServedModelOptions {
   std::string name;       // Name clients pass as `model`; empty: the directory's name.
   std::string language_code = "en-US";
   int num_threads = 1;             // Encoder threads per cohort forward.
-  bool use_lm = true;              // The directory's language model (lm.json), if any.
-  float lm_weight = -1.0f;         // Its weight; negative: the one in lm.json.
+  bool use_lm = true;              // The directory's language models (lm.json), if any.
+  float lm_weight = -1.0f;         // The unit model's weight; negative: lm.json's.
   scheduler::EngineConfig engine;  // Slots, waiting queue, buffers, decoder.
 };
 

@@ -46,10 +46,10 @@ struct ServerOptions {
   double max_buffered_audio_seconds = 60.0;
   // Encoder threads per cohort forward.
   int num_threads = 1;
-  // Decode with the model directory's language model (lm.json) when it has
-  // one; false: the acoustic model alone.
+  // Decode with the model directory's language models (lm.json: unit and word)
+  // when it has them; false: the acoustic model alone.
   bool use_lm = true;
-  // The language model's weight; negative: the one in lm.json.
+  // The unit language model's weight; negative: the one in lm.json.
   double lm_weight = -1.0;
   // Threads that run the streams' front ends (resampling, fbank) off the
   // scheduler thread; 0 runs them on it. Default: half the hardware

@@ -58,27 +58,11 @@ std::shared_ptr<const SymbolTable> Units() {
   return testing::MakeUnits({"<blank>", "<unk>", "a", "b", "c", "<sos/eos>"});
 }
 
-class NgramLmTest : public ::testing::Test {
+class NgramLmTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("oasr_ngram_lm_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
-
   absl::StatusOr<std::shared_ptr<const NgramLm>> Load(const std::string& text) {
     return NgramLm::LoadArpa(Write("lm.arpa", text), *Units());
   }
-
-  std::filesystem::path dir_;
 };
 
 // ln P of `units` one after the other from the sentence start, then </s>.

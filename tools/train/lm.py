@@ -1,12 +1,16 @@
-"""Unit-level n-gram language model (ARPA) for shallow fusion in the CTC
-prefix beam search: its words are the model's units (units.txt strings such
-as "▁the", "s"), plus <s>, </s> and <unk>.
+"""The n-gram language models (ARPA) for shallow fusion in the CTC prefix
+beam search: a unit model, whose words are the model's units (units.txt
+strings such as "▁the", "s"), and a word model, whose words are the training
+text's words and which the decoder also uses as its lexicon
+(decoder/word_lm.h); both with <s>, </s> and <unk>.
 
     /usr/bin/python3 -m tools.train.lm --corpus tools/train/corpus \\
-        --model models/en-conformer-ctc --out DIR [--order 5] [--prune 0,0,0,2,4]
+        --model models/en-conformer-ctc --out DIR [--order 5] [--prune 0,0,0,2,4] \\
+        [--word-order 2] [--word-prune 0,2] [--no-words]
 
-writes the bundled model's lm.arpa.gz and lm.json (weight and token_bonus:
---weight, --token-bonus) into DIR; the C++ server and oasr-transcribe use
+writes the bundled model's lm.arpa.gz, words.arpa.gz and lm.json (weights
+and bonuses: --weight, --token-bonus, --word-weight, --word-bonus,
+--unknown-word-penalty) into DIR; the C++ server and oasr-transcribe use
 them whenever the model directory holds an lm.json.
 
 1. Tokenizer: reproduces tools/train/tokenizer.py's BPE model (seeded, so
@@ -30,9 +34,13 @@ them whenever the model directory holds an lm.json.
    goes to its history's backoff weight, so each history stays normalised;
    the prefix and the suffix of every kept n-gram are kept too (raw counts
    with non-decreasing cutoffs do that by themselves; it is enforced anyway).
-4. Writes DIR/lm.arpa.gz (gzip, no timestamp: the same input gives the same
-   bytes) and DIR/lm.json; prints the n-gram counts per order and the size,
-   and fails (exit 3) when the file is larger than --max-bytes.
+4. The word model: the same estimator over the whitespace-separated words of
+   train.txt.gz; every training word is in its vocabulary (and so in the
+   decoder's lexicon), pruning drops only higher-order n-grams.
+5. Writes DIR/lm.arpa.gz and DIR/words.arpa.gz (gzip, no timestamp: the
+   same input gives the same bytes) and DIR/lm.json; prints the n-gram
+   counts per order and the sizes, and fails (exit 3) when a file is larger
+   than --max-bytes or --word-max-bytes.
 
 ArpaLm is the reference scorer (standard backoff) for the C++ loader.
 """
@@ -69,6 +77,12 @@ DEFAULT_ORDER = 5
 DEFAULT_PRUNE = "0,0,0,2,4"
 DEFAULT_PRECISION = 4
 DEFAULT_MAX_BYTES = 6_000_000
+# The word model: order 2, bigrams seen at least 3 times. On the development
+# set (bench/results/lm-tuning.md) orders 2 and 3 with cutoffs 1-2 were within
+# a word of each other; what the decoder gains is mostly the lexicon.
+DEFAULT_WORD_ORDER = 2
+DEFAULT_WORD_PRUNE = "0,2"
+DEFAULT_WORD_MAX_BYTES = 1_500_000
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 
 
@@ -399,6 +413,14 @@ class ArpaLm:
         return 10 ** (-total / n), total, n
 
 
+def build_words(lines, order: int, prune=None, log=None) -> NgramModel:
+    """The word model: every word of `lines` (whitespace-separated) is in its
+    vocabulary."""
+    sentences = [line.split() for line in lines]
+    vocab = sorted({w for s in sentences for w in s})
+    return build(sentences, vocab, order, prune, log)
+
+
 def read_units(path: str):
     units = []
     with open(path, encoding="utf-8") as f:
@@ -469,11 +491,24 @@ def main(argv=None):
                    help="decimals of the log10 values (default %(default)s)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help="fail when lm.arpa.gz is larger (default %(default)s)")
+    p.add_argument("--word-order", type=int, default=DEFAULT_WORD_ORDER)
+    p.add_argument("--word-prune", default=DEFAULT_WORD_PRUNE,
+                   help="the word model's count cutoffs (as --prune; default %(default)s)")
+    p.add_argument("--no-words", action="store_true", help="no word model")
+    p.add_argument("--word-weight", type=float, default=0.2, help="lm.json words.weight")
+    p.add_argument("--word-bonus", type=float, default=0.0, help="lm.json words.word_bonus")
+    p.add_argument("--unknown-word-penalty", type=float, default=6.0,
+                   help="lm.json words.unknown_word_penalty")
+    p.add_argument("--word-max-bytes", type=int, default=DEFAULT_WORD_MAX_BYTES,
+                   help="fail when words.arpa.gz is larger (default %(default)s)")
     p.add_argument("--ppl", action="store_true",
-                   help="then measure per-unit perplexity on CORPUS/heldout.txt.gz (not trained on)")
+                   help="then measure per-unit (per-word) perplexity on CORPUS/heldout.txt.gz "
+                        "(not trained on)")
     a = p.parse_args(argv)
     if not 1 <= a.order <= 7:
         p.error("--order must be 1..7")
+    if not 1 <= a.word_order <= 3:
+        p.error("--word-order must be 1..3")
     from tools.train.corpus import read_lines
 
     t0 = time.time()
@@ -492,30 +527,53 @@ def main(argv=None):
     for k in range(1, a.order + 1):
         d = ", ".join(f"{x:.3f}" for x in model.discounts[k])
         print(f"lm: order {k}: cutoff {cutoffs[k - 1]}, discounts ({d})")
-    arpa = os.path.join(a.out, "lm.arpa.gz")
-    model.write_arpa(arpa, a.precision)
-    counts = model.counts()
-    size = os.path.getsize(arpa)
+    def write(model, name, what, order, cutoffs, max_bytes, flags):
+        """Writes OUT/name, prints its counts and size; (path, counts, too_big)."""
+        path = os.path.join(a.out, name)
+        model.write_arpa(path, a.precision)
+        counts = model.counts()
+        size = os.path.getsize(path)
+        print(f"lm: {what}: order {order}, prune {','.join(map(str, cutoffs))}: ngrams "
+              + " ".join(f"{k}={c}" for k, c in enumerate(counts, 1))
+              + f" (total {sum(counts)}); {path}: {size} bytes ({size / 1e6:.2f} MB); "
+              f"{time.time() - t0:.1f} s", flush=True)
+        if size > max_bytes:
+            print(f"lm: {path} is {size} bytes, over {flags[0]} {max_bytes}: raise {flags[1]} "
+                  f"or lower {flags[2]}", file=sys.stderr)
+        return path, counts, size > max_bytes
+
+    arpa, counts, too_big = write(model, "lm.arpa.gz", "units", a.order, cutoffs, a.max_bytes,
+                                  ("--max-bytes", "--prune", "--order"))
+    spec = {"file": "lm.arpa.gz", "order": a.order, "units": "units.txt",
+            "weight": a.weight, "token_bonus": a.token_bonus,
+            "built_from": "tools/train/corpus/train.txt.gz", "ngrams": counts}
+    words_arpa = os.path.join(a.out, "words.arpa.gz")
+    if not a.no_words:
+        word_cutoffs = parse_prune(a.word_prune, a.word_order)
+        words = build_words(read_lines(train_path), a.word_order, word_cutoffs, log=print)
+        words_arpa, word_counts, words_too_big = write(
+            words, "words.arpa.gz", "words", a.word_order, word_cutoffs, a.word_max_bytes,
+            ("--word-max-bytes", "--word-prune", "--word-order"))
+        too_big = too_big or words_too_big
+        spec["words"] = {"file": "words.arpa.gz", "order": a.word_order,
+                         "weight": a.word_weight, "word_bonus": a.word_bonus,
+                         "unknown_word_penalty": a.unknown_word_penalty, "ngrams": word_counts}
+    elif os.path.exists(words_arpa):
+        os.remove(words_arpa)  # lm.json below no longer names it
     with open(os.path.join(a.out, "lm.json"), "w", encoding="utf-8") as f:
-        json.dump({"file": "lm.arpa.gz", "order": a.order, "units": "units.txt",
-                   "weight": a.weight, "token_bonus": a.token_bonus, "built_from": "tools/train/corpus/train.txt.gz",
-                   "ngrams": counts}, f, indent=2)
+        json.dump(spec, f, indent=2)
         f.write("\n")
-    print(f"lm: order {a.order}, prune {','.join(map(str, cutoffs))}: ngrams "
-          + " ".join(f"{k}={c}" for k, c in enumerate(counts, 1))
-          + f" (total {sum(counts)}); {arpa}: {size} bytes ({size / 1e6:.2f} MB); "
-          f"{time.time() - t0:.1f} s", flush=True)
     if a.ppl:
-        lm = ArpaLm(arpa)
-        heldout = tokenize(tok, read_lines(os.path.join(a.corpus, "heldout.txt.gz")))
-        ppl, logprob, n = lm.perplexity(heldout)
+        heldout_lines = read_lines(os.path.join(a.corpus, "heldout.txt.gz"))
+        heldout = tokenize(tok, heldout_lines)
+        ppl, logprob, n = ArpaLm(arpa).perplexity(heldout)
         print(f"lm: heldout: {len(heldout)} sentences, {n} units (with </s>): "
               f"log10 prob {logprob:.1f}, per-unit perplexity {ppl:.3f}", flush=True)
-    if size > a.max_bytes:
-        print(f"lm: {arpa} is {size} bytes, over --max-bytes {a.max_bytes}: raise --prune "
-              f"or lower --order", file=sys.stderr)
-        return 3
-    return 0
+        if not a.no_words:
+            ppl, logprob, n = ArpaLm(words_arpa).perplexity([l.split() for l in heldout_lines])
+            print(f"lm: heldout: {n} words (with </s>, unknown ones as <unk>): "
+                  f"log10 prob {logprob:.1f}, per-word perplexity {ppl:.3f}", flush=True)
+    return 3 if too_big else 0
 
 
 if __name__ == "__main__":

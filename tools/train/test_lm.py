@@ -3,8 +3,9 @@ each history's probabilities over the vocabulary and </s> sum to 1 (with and
 without pruning), the ARPA file is well formed (every n-gram's prefix and
 suffix listed, backoffs on every history), the probabilities equal an
 independent dictionary implementation of interpolated modified Kneser-Ney,
-seen continuations beat unseen ones, gzip round trip, and the refusal of a
-tokenizer whose units.txt is not the model's."""
+seen continuations beat unseen ones, gzip round trip, the word model's
+vocabulary and normalisation, and the refusal of a tokenizer whose units.txt
+is not the model's."""
 
 import gzip
 import math
@@ -189,6 +190,24 @@ class LmTest(unittest.TestCase):
         self.full.write_arpa(again, precision=6)
         with open(again, "rb") as f:
             self.assertEqual(f.read(), packed, "the same model must give the same bytes")
+
+    def test_word_model(self):
+        lines = ["the cat sat", "the cat ran", "a dog sat", "the dog", "cat"] * 3 + ["a rare word"]
+        model = lm.build_words(lines, 2, prune="0,1")
+        path = os.path.join(self.tmp.name, "words.arpa.gz")
+        model.write_arpa(path, precision=6)
+        words = lm.ArpaLm(path)
+        vocab = sorted({w for line in lines for w in line.split()})
+        self.assertEqual(sorted(w for w in words.vocab if w != lm.BOS),
+                         sorted(vocab + [lm.UNK, lm.EOS]))
+        # Bigrams seen once ("rare word") are pruned; the words stay.
+        self.assertNotIn(("rare", "word"), words.ngrams)
+        self.assertIn(("word",), words.ngrams)
+        self.assertIn(("the", "cat"), words.ngrams)
+        for h in ([lm.BOS], ["the"], ["rare"], ["zz"]):
+            total = sum(10 ** words.score(h, w) for w in vocab + [lm.UNK, lm.EOS])
+            self.assertAlmostEqual(total, 1.0, delta=1e-4, msg=f"history {h}")
+        self.assertGreater(words.score(["the"], "cat"), words.score(["the"], "sat"))
 
     def test_refuses_another_tokenizer(self):
         model_dir = os.path.join(self.tmp.name, "model")

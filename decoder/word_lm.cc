@@ -1,0 +1,159 @@
+#include "decoder/word_lm.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/status.h"
+
+namespace oasr::decoder {
+namespace {
+
+WordScore Negated(const WordScore& s) { return WordScore{-s.log_prob, -s.words, -s.unknown_words}; }
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const WordLm>> WordLm::Load(const std::string& path,
+                                                           const SymbolTable& units) {
+  if (!units.is_bpe()) {
+    return absl::InvalidArgumentError(
+        "a word language model needs units that mark word starts with \"\xe2\x96\x81\" (BPE)");
+  }
+  OASR_ASSIGN_OR_RETURN(SymbolTable words, ReadArpaWords(path));
+  auto model = std::shared_ptr<WordLm>(new WordLm());
+  OASR_ASSIGN_OR_RETURN(model->lm_, NgramLm::LoadArpa(path, words));
+  model->unknown_word_ = words.Find("<unk>");
+  if (model->unknown_word_ < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": a word language model must list <unk> (unknown words score it)"));
+  }
+  model->unknown_log_prob_ = model->lm_->UnigramScore(model->unknown_word_);
+
+  std::vector<std::pair<std::string, int32_t>> spellings;
+  for (int w = 0; w < words.size(); ++w) {
+    if (!words.IsSpecial(w)) spellings.emplace_back(words.Token(w), w);
+  }
+  if (spellings.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no words"));
+  std::sort(spellings.begin(), spellings.end());
+  model->num_words_ = static_cast<int>(spellings.size());
+  model->nodes_.resize(1);
+  model->child_bytes_.resize(1);
+  model->Build(spellings, 0, spellings.size(), 0, kEmpty);
+  model->nodes_.shrink_to_fit();
+  model->child_bytes_.shrink_to_fit();
+
+  const int num_units = units.size();
+  model->unit_starts_word_.resize(num_units);
+  model->unit_leaves_lexicon_.resize(num_units);
+  model->unit_body_.resize(num_units);
+  for (int u = 0; u < num_units; ++u) {
+    const std::string& text = units.Token(u);
+    model->unit_leaves_lexicon_[u] = units.IsSpecial(u);
+    model->unit_starts_word_[u] = absl::StartsWith(text, kWordStartMarker);
+    model->unit_body_[u] = model->unit_starts_word_[u] ? text.substr(kWordStartMarkerBytes) : text;
+  }
+  return std::shared_ptr<const WordLm>(std::move(model));
+}
+
+float WordLm::Build(const std::vector<std::pair<std::string, int32_t>>& words, size_t lo, size_t hi,
+                    size_t depth, int32_t index) {
+  // words[lo, hi) share their first `depth` bytes, the path to `index`; sorted,
+  // so a word that ends here comes first and each child's words are one run.
+  int32_t word = -1;
+  float lookahead = -std::numeric_limits<float>::infinity();
+  if (lo < hi && words[lo].first.size() == depth) {
+    word = words[lo].second;
+    lookahead = lm_->UnigramScore(word);
+    ++lo;
+  }
+  int32_t num_children = 0;
+  for (size_t i = lo; i < hi; ++i) {
+    if (i == lo || words[i].first[depth] != words[i - 1].first[depth]) ++num_children;
+  }
+  const int32_t first_child = static_cast<int32_t>(nodes_.size());
+  nodes_.resize(nodes_.size() + num_children);
+  child_bytes_.resize(nodes_.size());
+  int32_t child = first_child;
+  for (size_t start = lo; start < hi; ++child) {
+    const char byte = words[start].first[depth];
+    size_t end = start + 1;
+    while (end < hi && words[end].first[depth] == byte) ++end;
+    child_bytes_[child] = static_cast<unsigned char>(byte);
+    lookahead = std::max(lookahead, Build(words, start, end, depth + 1, child));
+    start = end;
+  }
+  nodes_[index] = Node{first_child, num_children, word, lookahead};
+  return lookahead;
+}
+
+int32_t WordLm::Child(int32_t node, unsigned char byte) const {
+  const Node& n = nodes_[node];
+  const auto first = child_bytes_.begin() + n.first_child;
+  const auto last = first + n.num_children;
+  const auto it = std::lower_bound(first, last, byte);
+  return it != last && *it == byte ? static_cast<int32_t>(it - child_bytes_.begin()) : kOutside;
+}
+
+WordScore WordLm::Lookahead(int32_t node) const {
+  if (node == kEmpty) return WordScore{};
+  if (node == kOutside) return WordScore{unknown_log_prob_, 0, 1};
+  return WordScore{nodes_[node].lookahead, 0, 0};
+}
+
+WordScore WordLm::Complete(State state, NgramLm::State* history) const {
+  *history = state.history;
+  if (state.node == kEmpty) return WordScore{};
+  const int32_t word = state.node == kOutside ? -1 : nodes_[state.node].word;
+  WordScore score;
+  score.words = 1;
+  if (word >= 0) {
+    score.log_prob = lm_->Score(state.history, word, history);
+  } else {
+    score.log_prob = lm_->Score(state.history, unknown_word_, history);
+    score.unknown_words = 1;
+  }
+  score += Negated(Lookahead(state.node));
+  return score;
+}
+
+WordScore WordLm::Extend(State state, int32_t unit, State* next) const {
+  OASR_DCHECK(unit >= 0 && unit < num_units());
+  WordScore score;
+  int32_t node = state.node;
+  next->history = state.history;
+  if (unit_starts_word_[unit]) {
+    score = Complete(state, &next->history);
+    node = kEmpty;
+  } else {
+    score = Negated(Lookahead(node));
+  }
+  if (unit_leaves_lexicon_[unit]) {
+    node = kOutside;
+  } else {
+    for (const char byte : unit_body_[unit]) {
+      if (node == kOutside) break;
+      node = Child(node, static_cast<unsigned char>(byte));
+    }
+  }
+  next->node = node;
+  score += Lookahead(node);
+  return score;
+}
+
+WordScore WordLm::Finish(State state) const {
+  NgramLm::State history;
+  WordScore score = Complete(state, &history);
+  score.log_prob += lm_->FinalScore(history);
+  return score;
+}
+
+size_t WordLm::memory_bytes() const {
+  size_t bytes = lm_->memory_bytes() + nodes_.capacity() * sizeof(Node) + child_bytes_.capacity();
+  for (const std::string& body : unit_body_) bytes += body.capacity();
+  return bytes;
+}
+
+}  // namespace oasr::decoder
