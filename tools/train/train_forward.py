@@ -63,20 +63,23 @@ def attention_mask(lengths: torch.Tensor, t: int, chunk_size: int, num_left_chun
 
 def spec_augment(x: torch.Tensor, lengths: torch.Tensor, gen: torch.Generator,
                  num_f: int = 2, max_f: int = 10, num_t: int = 2, max_t: int = 50):
-    """Zeroes random frequency bands and time spans of (B, T, F) in place."""
+    """Zeroes random frequency bands and time spans of (B, T, F) in place.
+    The draws come from `gen` on its own device (a CUDA generator spares the
+    host-to-device copies, each of which waits for the GPU)."""
     b, t, f = x.shape
     dev = x.device
+    g = gen.device
     fi = torch.arange(f, device=dev)
     ti = torch.arange(t, device=dev)
     keep = torch.ones(b, t, f, dtype=torch.bool, device=dev)
     for _ in range(num_f):
-        w = torch.randint(0, max_f + 1, (b, 1), generator=gen).to(dev)
-        s = (torch.rand(b, 1, generator=gen).to(dev) * (f - w)).long()
+        w = torch.randint(0, max_f + 1, (b, 1), generator=gen, device=g).to(dev)
+        s = (torch.rand(b, 1, generator=gen, device=g).to(dev) * (f - w)).long()
         keep &= ~((fi >= s) & (fi < s + w)).unsqueeze(1)
     for _ in range(num_t):
         limit = torch.clamp(lengths // 5, max=max_t).unsqueeze(1)  # <= 20% of each
-        w = (torch.rand(b, 1, generator=gen).to(dev) * (limit + 1).float()).long()
-        s = (torch.rand(b, 1, generator=gen).to(dev) * (lengths.unsqueeze(1) - w).clamp(min=1).float()).long()
+        w = (torch.rand(b, 1, generator=gen, device=g).to(dev) * (limit + 1).float()).long()
+        s = (torch.rand(b, 1, generator=gen, device=g).to(dev) * (lengths.unsqueeze(1) - w).clamp(min=1).float()).long()
         keep &= ~((ti >= s) & (ti < s + w)).unsqueeze(2)
     return x * keep
 
@@ -91,9 +94,9 @@ def freq_warp(x: torch.Tensor, gen: torch.Generator, max_warp: float, prob: floa
     tracts than the synthesizers have."""
     b, _, f = x.shape
     dev = x.device
-    alpha = 1.0 + (torch.rand(b, 1, generator=gen) * 2.0 - 1.0) * max_warp
-    alpha = torch.where(torch.rand(b, 1, generator=gen) < prob, alpha, torch.ones_like(alpha))
-    i = torch.arange(f, dtype=torch.float32).unsqueeze(0)
+    alpha = 1.0 + (torch.rand(b, 1, generator=gen, device=gen.device) * 2.0 - 1.0) * max_warp
+    alpha = torch.where(torch.rand(b, 1, generator=gen, device=gen.device) < prob, alpha, torch.ones_like(alpha))
+    i = torch.arange(f, dtype=torch.float32, device=gen.device).unsqueeze(0)
     c = cut * (f - 1)
     top = (f - 1 - c / alpha) / (f - 1 - c)
     src = torch.where(i <= c, i / alpha, c / alpha + (i - c) * top).clamp(0, f - 1).to(dev)
