@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -100,6 +101,25 @@ class BundledModelTest : public ::testing::Test {
 };
 
 testing::ServerProcess* BundledModelTest::server_ = nullptr;
+
+// Issue #8's budget: the model directory, language models included, is at
+// most 50 MB, in files of at most 16 MiB (what a GPU machine's transfers take).
+TEST(BundledModelDirectoryTest, FitsInFiftyMegabytesOfSmallFiles) {
+  uintmax_t total = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(OASR_MODEL_DIR)) {
+    if (!entry.is_regular_file()) continue;
+    EXPECT_LE(entry.file_size(), 16u << 20) << entry.path();
+    total += entry.file_size();
+  }
+  EXPECT_LE(total, 50'000'000u);
+  EXPECT_GT(total, 0u);
+}
+
+TEST_F(BundledModelTest, ServerLoadsItsLanguageModels) {
+  const std::string log = server_->ReadLog();
+  EXPECT_NE(log.find("] language model: order 5"), std::string::npos) << log;
+  EXPECT_NE(log.find("] word language model: order 2"), std::string::npos) << log;
+}
 
 TEST_F(BundledModelTest, ServerLoadsItAndListsIt) {
   grpc::ClientContext context;
