@@ -428,8 +428,9 @@ absl::StatusOr<std::optional<LanguageModelSpec>> ReadLanguageModelSpec(
       ReadNumbers(j, json_path, {{"weight", &spec.weight}, {"token_bonus", &spec.token_bonus}}));
   if (const auto words = j.find("words"); words != j.end()) {
     const std::string where = absl::StrCat(json_path, ": \"words\"");
-    if (!words->is_object())
+    if (!words->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(where, " must be an object"));
+    }
     OASR_ASSIGN_OR_RETURN(spec.word_path, ReadFileField(*words, where, dir));
     if (spec.word_path.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": \"file\" must name an ARPA file"));
