@@ -447,7 +447,15 @@ TEST_P(EngineFrontEndTest, CancelWhileFrontEndWorkIsInFlight) {
       }
       s->Cancel();
       Collected c = Collect(*s);
-      EXPECT_EQ(c.finish, FinishReason::kCancelled) << "stream " << i;
+      if (i % 3 == 0) {
+        // Ended before the cancel: on a loaded machine the owner's thread can
+        // stall between EndAudio and Cancel long enough for the stream to
+        // finish first, and then "stop" is the right ending.
+        EXPECT_TRUE(c.finish == FinishReason::kCancelled || c.finish == FinishReason::kStop)
+            << "stream " << i << ": " << c.error;
+      } else {
+        EXPECT_EQ(c.finish, FinishReason::kCancelled) << "stream " << i;
+      }
       // The owner lets go at once: s is destroyed here, work or not.
     }
     ASSERT_TRUE(survivor->EndAudio().ok());
