@@ -173,10 +173,12 @@ class CtcDecoder final : public cache::PooledDecoder {
   std::atomic<uint64_t> batch_counter_{0};
 };
 
-// Loads the language model of `model_dir` (lm.json, see ReadLanguageModelSpec)
-// into `search`: lm, and the lm_weight and lm_token_bonus it was tuned with.
-// Returns false, leaving `search` alone, when the directory has none; errors
-// are ReadLanguageModelSpec's and NgramLm::LoadArpa's.
+// Loads the language models of `model_dir` (lm.json, see ReadLanguageModelSpec)
+// into `search`: lm with the lm_weight and lm_token_bonus it was tuned with,
+// and word_lm with word_lm_weight, word_bonus and unknown_word_penalty, for
+// those lm.json names. Returns false, leaving `search` alone, when the
+// directory has no lm.json; errors are ReadLanguageModelSpec's,
+// NgramLm::LoadArpa's and WordLm::Load's.
 absl::StatusOr<bool> UseModelLanguageModel(const std::string& model_dir, const SymbolTable& units,
                                            PrefixBeamSearchOptions* search);
 

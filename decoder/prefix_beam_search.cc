@@ -42,29 +42,22 @@ absl::Status PrefixBeamSearchOptions::Validate() const {
   if (blank_id < 0) {
     return absl::InvalidArgumentError(absl::StrCat("blank_id = ", blank_id, " is negative"));
   }
-  if (!(blank_skip_threshold >= 0.0f && blank_skip_threshold <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("blank_skip_threshold = ", blank_skip_threshold,
-                                                   " is outside [0, 1] (0 turns it off)"));
-  }
-  if (!(lm_weight >= 0.0f && lm_weight <= 10.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lm_weight = ", lm_weight, " is outside [0, 10]"));
-  }
-  if (!(lm_token_bonus >= -20.0f && lm_token_bonus <= 20.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lm_token_bonus = ", lm_token_bonus, " is outside [-20, 20]"));
-  }
-  if (!(word_lm_weight >= 0.0f && word_lm_weight <= 10.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("word_lm_weight = ", word_lm_weight, " is outside [0, 10]"));
-  }
-  if (!(word_bonus >= -20.0f && word_bonus <= 20.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("word_bonus = ", word_bonus, " is outside [-20, 20]"));
-  }
-  if (!(unknown_word_penalty >= 0.0f && unknown_word_penalty <= 100.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown_word_penalty = ", unknown_word_penalty, " is outside [0, 100]"));
+  struct Range {
+    const char* name;
+    float value, lo, hi;
+    const char* note;
+  };
+  for (const Range& r :
+       {Range{"blank_skip_threshold", blank_skip_threshold, 0, 1, " (0 turns it off)"},
+        Range{"lm_weight", lm_weight, 0, 10, ""},
+        Range{"lm_token_bonus", lm_token_bonus, -20, 20, ""},
+        Range{"word_lm_weight", word_lm_weight, 0, 10, ""},
+        Range{"word_bonus", word_bonus, -20, 20, ""},
+        Range{"unknown_word_penalty", unknown_word_penalty, 0, 100, ""}}) {
+    if (!(r.value >= r.lo && r.value <= r.hi)) {  // NaN fails too
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.name, " = ", r.value, " is outside [", r.lo, ", ", r.hi, "]", r.note));
+    }
   }
   return absl::OkStatus();
 }

@@ -45,15 +45,12 @@ absl::StatusOr<std::shared_ptr<const WordLm>> WordLm::Load(const std::string& pa
   model->nodes_.shrink_to_fit();
   model->child_bytes_.shrink_to_fit();
 
-  const int num_units = units.size();
-  model->unit_starts_word_.resize(num_units);
-  model->unit_leaves_lexicon_.resize(num_units);
-  model->unit_body_.resize(num_units);
-  for (int u = 0; u < num_units; ++u) {
+  model->units_.reserve(units.size());
+  for (int u = 0; u < units.size(); ++u) {
     const std::string& text = units.Token(u);
-    model->unit_leaves_lexicon_[u] = units.IsSpecial(u);
-    model->unit_starts_word_[u] = absl::StartsWith(text, kWordStartMarker);
-    model->unit_body_[u] = model->unit_starts_word_[u] ? text.substr(kWordStartMarkerBytes) : text;
+    const bool starts_word = absl::StartsWith(text, kWordStartMarker);
+    model->units_.push_back(UnitSpelling{starts_word, units.IsSpecial(u),
+                                         starts_word ? text.substr(kWordStartMarkerBytes) : text});
   }
   return std::shared_ptr<const WordLm>(std::move(model));
 }
@@ -124,16 +121,17 @@ WordScore WordLm::Extend(State state, int32_t unit, State* next) const {
   WordScore score;
   int32_t node = state.node;
   next->history = state.history;
-  if (unit_starts_word_[unit]) {
+  const UnitSpelling& spelling = units_[unit];
+  if (spelling.starts_word) {
     score = Complete(state, &next->history);
     node = kEmpty;
   } else {
     score = Negated(Lookahead(node));
   }
-  if (unit_leaves_lexicon_[unit]) {
+  if (spelling.leaves_lexicon) {
     node = kOutside;
   } else {
-    for (const char byte : unit_body_[unit]) {
+    for (const char byte : spelling.body) {
       if (node == kOutside) break;
       node = Child(node, static_cast<unsigned char>(byte));
     }
@@ -152,7 +150,8 @@ WordScore WordLm::Finish(State state) const {
 
 size_t WordLm::memory_bytes() const {
   size_t bytes = lm_->memory_bytes() + nodes_.capacity() * sizeof(Node) + child_bytes_.capacity();
-  for (const std::string& body : unit_body_) bytes += body.capacity();
+  bytes += units_.capacity() * sizeof(UnitSpelling);
+  for (const UnitSpelling& unit : units_) bytes += unit.body.capacity();
   return bytes;
 }
 

@@ -76,7 +76,7 @@ class WordLm {
   WordScore Finish(State state) const;
 
   const NgramLm& ngram() const { return *lm_; }
-  int num_units() const { return static_cast<int>(unit_starts_word_.size()); }
+  int num_units() const { return static_cast<int>(units_.size()); }
   int num_words() const { return num_words_; }
   size_t lexicon_nodes() const { return nodes_.size(); }
   // Approximate heap bytes held, n-gram model included.
@@ -108,9 +108,12 @@ class WordLm {
   int num_words_ = 0;
   std::vector<Node> nodes_;                 // [0] is the root, the empty word
   std::vector<unsigned char> child_bytes_;  // child_bytes_[i]: the byte leading to nodes_[i]
-  std::vector<bool> unit_starts_word_;
-  std::vector<bool> unit_leaves_lexicon_;  // special units
-  std::vector<std::string> unit_body_;     // the unit's characters, "▁" removed
+  struct UnitSpelling {
+    bool starts_word;     // begins with "▁"
+    bool leaves_lexicon;  // a special unit (<unk>, ...): spells no word
+    std::string body;     // its characters, "▁" removed
+  };
+  std::vector<UnitSpelling> units_;  // by unit id
 };
 
 }  // namespace oasr::decoder

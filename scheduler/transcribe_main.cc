@@ -187,7 +187,7 @@ int Main(int argc, char** argv) {
                  "Chunks of attention history kept (-1 all; default: the model's)");
   app.add_flag("--greedy", greedy, "Greedy CTC search instead of prefix beam search");
   app.add_option("--beam", beam, "Prefix beam size")->check(CLI::Range(1, 1024));
-  app.add_flag("--no-lm", no_lm, "Beam search without the model directory's language model");
+  app.add_flag("--no-lm", no_lm, "Beam search without the model directory's language models");
   app.add_option("--lm-weight", lm_weight,
                  "Unit language model weight (negative: the one in the model's lm.json)");
   app.add_option("--lm-token-bonus", lm_token_bonus,
@@ -259,10 +259,6 @@ int Main(int argc, char** argv) {
       if (word_lm_weight.has_value()) search.word_lm_weight = *word_lm_weight;
       if (word_bonus.has_value()) search.word_bonus = *word_bonus;
       if (unknown_word_penalty.has_value()) search.unknown_word_penalty = *unknown_word_penalty;
-    }
-    if (absl::Status s = search.Validate(); !s.ok()) {
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 2;
     }
   }
   config.decoder.stream.nbest = 1;

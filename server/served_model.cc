@@ -27,14 +27,14 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   OASR_ASSIGN_OR_RETURN(decoder::SymbolTable units, decoder::SymbolTable::Load(dir + "/units.txt"));
   decoder::PrefixBeamSearchOptions& search = options.engine.decoder.search;
   if (options.use_lm && options.engine.decoder.method == decoder::SearchMethod::kPrefixBeam) {
-    OASR_ASSIGN_OR_RETURN(bool loaded, decoder::UseModelLanguageModel(dir, units, &search));
-    if (loaded && search.lm != nullptr) {
+    OASR_RETURN_IF_ERROR(decoder::UseModelLanguageModel(dir, units, &search).status());
+    if (search.lm != nullptr) {
       if (options.lm_weight >= 0.0f) search.lm_weight = options.lm_weight;
       spdlog::info("language model: order {}, {} n-grams, {:.1f} MiB, weight {}, token bonus {}",
                    search.lm->order(), search.lm->num_ngrams_total(),
                    search.lm->memory_bytes() / 1048576.0, search.lm_weight, search.lm_token_bonus);
     }
-    if (loaded && search.word_lm != nullptr) {
+    if (search.word_lm != nullptr) {
       const decoder::NgramLm& words = search.word_lm->ngram();
       spdlog::info(
           "word language model: order {}, {} words, {} n-grams, {:.1f} MiB, weight {}, word bonus "
