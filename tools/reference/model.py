@@ -124,7 +124,12 @@ class GlobalCMVN(nn.Module):
 
 
 class Subsampling(nn.Module):
-    """Conv2d front: input (B, T, F) -> (B, T', d) (x sqrt(d) applied later)."""
+    """Conv2d front: input (B, T, F) -> (B, T', d) (x sqrt(d) applied later).
+
+    The output projection is `out.0` for conv2d and `linear` otherwise
+    (WeNet's own naming); the two subclasses below hold one each, so that the
+    module stays scriptable (tools/reference/wenet_jit.py exports it).
+    """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -137,18 +142,41 @@ class Subsampling(nn.Module):
             in_ch = d
             freq = (freq - kernel) // stride + 1
         self.conv = nn.Sequential(*layers)
-        proj = nn.Linear(d * freq, d)
-        # WeNet names the projection out.0 for conv2d and linear otherwise.
-        if cfg.input_layer == "conv2d":
-            self.out = nn.Sequential(proj)
-        else:
-            self.linear = proj
+        self.out_freq = freq
+        # WeNet's subsampling modules carry these two attributes.
+        self.subsampling_rate = subsampling_rate(cfg.input_layer)
+        self.right_context = subsampling_right_context(cfg.input_layer)
 
-    def forward(self, x):
+    def _flatten(self, x):
         x = self.conv(x.unsqueeze(1))  # (B, C, T', F')
         b, c, t, f = x.shape
-        proj = self.out[0] if hasattr(self, "out") else self.linear
-        return proj(x.transpose(1, 2).reshape(b, t, c * f))
+        return x.transpose(1, 2).reshape(b, t, c * f)
+
+
+class Conv2dSubsampling4(Subsampling):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.out = nn.Sequential(nn.Linear(cfg.output_size * self.out_freq, cfg.output_size))
+
+    def forward(self, x):
+        return self.out(self._flatten(x))
+
+
+class Conv2dSubsamplingLinear(Subsampling):
+    """conv2d6 and conv2d8."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.linear = nn.Linear(cfg.output_size * self.out_freq, cfg.output_size)
+
+    def forward(self, x):
+        return self.linear(self._flatten(x))
+
+
+def make_subsampling(cfg: ModelConfig) -> Subsampling:
+    if cfg.input_layer == "conv2d":
+        return Conv2dSubsampling4(cfg)
+    return Conv2dSubsamplingLinear(cfg)
 
 
 class FeedForward(nn.Module):
@@ -156,9 +184,11 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d, units)
         self.w_2 = nn.Linear(units, d)
+        # A module, as in WeNet, so that a TorchScript export names it (SiLU).
+        self.activation = nn.SiLU()
 
     def forward(self, x):
-        return self.w_2(nn.functional.silu(self.w_1(x)))
+        return self.w_2(self.activation(self.w_1(x)))
 
 
 class RelPositionAttention(nn.Module):
@@ -207,7 +237,8 @@ class ConvModule(nn.Module):
         self.use_layer_norm = norm == "layer_norm"
         self.norm = nn.LayerNorm(d) if self.use_layer_norm else nn.BatchNorm1d(d)
         self.pointwise_conv2 = nn.Conv1d(d, d, 1)
-        self.lorder = kernel - 1
+        self.activation = nn.SiLU()
+        self.lorder = kernel - 1  # WeNet's name; > 0 marks a causal module
 
     def forward(self, x, cache: torch.Tensor):
         """x (B, T, d); cache (B, d, K - 1) or (0, 0, 0) for none.
@@ -224,7 +255,7 @@ class ConvModule(nn.Module):
             x = self.norm(x.transpose(1, 2)).transpose(1, 2)
         else:
             x = self.norm(x)
-        x = self.pointwise_conv2(nn.functional.silu(x))
+        x = self.pointwise_conv2(self.activation(x))
         return x.transpose(1, 2), new_cache
 
 
@@ -242,7 +273,7 @@ class ConformerLayer(nn.Module):
         self.norm_conv = nn.LayerNorm(d, eps=1e-5)
         self.norm_final = nn.LayerNorm(d, eps=1e-5)
 
-    def forward(self, x, pos, mask, att_cache, cnn_cache):
+    def forward(self, x, pos, mask: Optional[torch.Tensor], att_cache, cnn_cache):
         x = x + 0.5 * self.feed_forward_macaron(self.norm_ff_macaron(x))
         a, new_att = self.self_attn(self.norm_mha(x), pos, mask, att_cache)
         x = x + a
@@ -256,8 +287,9 @@ class ConformerEncoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
+        self._output_size = cfg.output_size
         self.global_cmvn = GlobalCMVN(cfg.input_dim)
-        self.embed = Subsampling(cfg)
+        self.embed = make_subsampling(cfg)
         self.encoders = nn.ModuleList([ConformerLayer(cfg) for _ in range(cfg.num_blocks)])
         self.after_norm = nn.LayerNorm(cfg.output_size, eps=1e-5)
         self.rate = subsampling_rate(cfg.input_layer)
@@ -265,7 +297,7 @@ class ConformerEncoder(nn.Module):
 
     def _embed(self, feats):
         x = self.embed(self.global_cmvn(feats))
-        return x * math.sqrt(self.cfg.output_size)
+        return x * math.sqrt(self._output_size)
 
     def forward_full(self, feats, chunk_size: int, num_left_chunks: int = -1):
         """feats (B, T, F) raw fbank -> (B, T', d). chunk_size <= 0: full attention."""
@@ -290,7 +322,7 @@ class ConformerEncoder(nn.Module):
         x = self._embed(feats)
         c = x.size(1)
         t1 = att_cache.size(2)
-        pos = position_table(offset - t1, t1 + c, self.cfg.output_size)
+        pos = position_table(offset - t1, t1 + c, self._output_size)
         new_att, new_cnn = [], []
         for i, layer in enumerate(self.encoders):
             ac = att_cache[i : i + 1] if t1 > 0 else torch.zeros(1, 0, 0, 0)
