@@ -179,6 +179,12 @@ class TransformerDecoder(nn.Module):
             x = layer(x, mask, memory, memory_mask)
         return self.output_layer(self.after_norm(x))
 
+    def forward_pair(self, memory, memory_mask: Optional[torch.Tensor], ys_in, ys_lens,
+                     r_ys_in, reverse_weight: float) -> Tuple[torch.Tensor, torch.Tensor]:
+        """WeNet's decoder call shape: (left logits, right logits); a
+        unidirectional decoder has no right logits (a 0-dim tensor)."""
+        return self.forward(memory, memory_mask, ys_in, ys_lens), torch.tensor(0.0)
+
 
 class BiTransformerDecoder(nn.Module):
     def __init__(self, vocab: int, d: int, heads: int, units: int, num_blocks: int,
@@ -189,6 +195,16 @@ class BiTransformerDecoder(nn.Module):
 
     def forward(self, memory, memory_mask: Optional[torch.Tensor], ys_in, ys_lens):
         return self.left_decoder(memory, memory_mask, ys_in, ys_lens)
+
+    def forward_pair(self, memory, memory_mask: Optional[torch.Tensor], ys_in, ys_lens,
+                     r_ys_in, reverse_weight: float) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(left logits, right logits of r_ys_in); the right decoder runs only
+        when reverse_weight > 0 (a 0-dim tensor otherwise), as in WeNet."""
+        left = self.left_decoder(memory, memory_mask, ys_in, ys_lens)
+        right = torch.tensor(0.0)
+        if reverse_weight > 0.0:
+            right = self.right_decoder(memory, memory_mask, r_ys_in, ys_lens)
+        return left, right
 
 
 def build_decoder(cfg: DecoderConfig, vocab: int, d: int) -> nn.Module:

@@ -4,9 +4,19 @@
 
 For every encoder case: DIR/<case>/model (a model directory of a randomly
 initialised model), feats.npy (raw fbank, float32 [T, 80]) and one
-log-prob file per (chunk size, left chunks) run, listed in DIR/manifest.json.
-Also DIR/fbank: speech (espeak-ng when installed, else a synthetic signal),
-its 16 kHz float samples and torchaudio's Kaldi fbank of them.
+log-prob file per (chunk size, left chunks) run, listed in DIR/manifest.json
+under "cases". Also DIR/fbank: speech (espeak-ng when installed, else a
+synthetic signal), its 16 kHz float samples and torchaudio's Kaldi fbank.
+
+For every rescoring case (manifest "rescoring": a U2 model with a transformer
+decoder, a U2++ model with a bitransformer one): the model directory with its
+attention decoder (decoder.json), feats.npy, encoder_out.npy (the encoder
+output at the case's chunk size, float32 [T', d]), the CTC prefix beam
+search n-best of its log-probs (tools/ctc_reference.py), every hypothesis's
+decoder log-probs per direction (left_log_probs.npy / right_log_probs.npy,
+float32 [N, 1 + longest, V], rows valid up to each hypothesis's eos
+position) and the attention-rescoring scores and winner for several weights
+(tools/reference/decoder.py).
 """
 
 import argparse
@@ -20,7 +30,8 @@ import numpy as np
 import torch
 import torchaudio
 
-from . import frontend, model_dir
+from . import decoder as attention
+from . import frontend, model_dir, wenet_layout
 from .model import ConformerCtcModel, ModelConfig, randomize_
 
 RUNS = [(4, -1), (8, -1), (16, -1), (4, 2), (8, 2), (16, 2)]
@@ -101,9 +112,10 @@ def write_case(out: str, name: str, seed: int) -> dict:
 
 
 def write_converted_case(out: str, seed: int) -> dict:
-    """A model written as a WeNet experiment (final.pt with a "module."
-    prefix, train.yaml, global_cmvn, units.txt) and converted by
-    tools/convert_wenet.py; log-probs come from the original model."""
+    """A model written as a WeNet v2 experiment (final.pt with a "module."
+    prefix and a bitransformer decoder, train.yaml with WeNet's recipe keys,
+    global_cmvn, units.txt) and converted by tools/convert_wenet.py;
+    log-probs come from the original model."""
     from tools import convert_wenet
 
     cfg = ModelConfig(output_dim=41, output_size=64, attention_heads=4, linear_units=128,
@@ -117,11 +129,14 @@ def write_converted_case(out: str, seed: int) -> dict:
     mean, istd = frontend.cmvn_from_stats(stats)
     model.encoder.global_cmvn.mean.copy_(mean)
     model.encoder.global_cmvn.istd.copy_(istd)
-    model_dir.write_wenet_checkpoint(model, src, stats, module_prefix=True)
+    dcfg = attention.DecoderConfig("bitransformer", 4, 96, 1, 1)
+    decoder = randomize_(attention.build_decoder(dcfg, cfg.output_dim, cfg.output_size), seed + 1)
+    wenet_layout.write_experiment(model, decoder, dcfg, src, stats, module_prefix=True)
     mdir = os.path.join(case_dir, "model")
-    convert_wenet.convert(os.path.join(src, "final.pt"), os.path.join(src, "train.yaml"),
-                          os.path.join(src, "global_cmvn"), os.path.join(src, "units.txt"),
-                          mdir, chunk_size=8, num_left_chunks=-1)
+    rc = convert_wenet.main(["--checkpoint", os.path.join(src, "final.pt"), "--output", mdir,
+                             "--chunk-size", "8", "--num-left-chunks", "-1"])
+    if rc != 0:
+        raise RuntimeError(f"convert_wenet failed on {src}")
     np.save(os.path.join(case_dir, "feats.npy"), feats.numpy().astype(np.float32))
     entry = {"name": "wenet_converted", "model_dir": mdir,
              "feats": os.path.join(case_dir, "feats.npy"), "runs": []}
@@ -133,6 +148,66 @@ def write_converted_case(out: str, seed: int) -> dict:
             entry["runs"].append({"chunk_size": chunk, "num_left_chunks": left,
                                   "start_offset": 0, "log_probs": path})
     return entry
+
+
+# name: (decoder config, rescoring weights in decoder.json, other weights to score)
+RESCORING_CASES = {
+    "u2_rescoring": (attention.DecoderConfig("transformer", 4, 160, 3, 0),
+                     model_dir.Rescoring(0.5, 0.0, 1.0), [(0.3, 0.0, 1.0), (1.0, 0.0, 0.5)]),
+    "u2pp_rescoring": (attention.DecoderConfig("bitransformer", 4, 160, 2, 2),
+                       model_dir.Rescoring(0.3, 0.5, 1.0), [(0.5, 0.0, 1.0), (0.5, 1.0, 1.0)]),
+}
+
+
+def write_rescoring_case(out: str, name: str, seed: int) -> dict:
+    from tools.ctc_reference import Phrases, prefix_beam_search
+
+    dcfg, rescoring, extra_weights = RESCORING_CASES[name]
+    cfg = ModelConfig(output_dim=37, output_size=64, attention_heads=4, linear_units=128,
+                      num_blocks=2, cnn_module_kernel=8)
+    chunk = 8
+    case_dir = os.path.join(out, name)
+    os.makedirs(case_dir, exist_ok=True)
+    wav, _ = speech(3.0, seed)
+    feats = frontend.fbank(wav)
+    model = randomize_(ConformerCtcModel(cfg), seed)
+    mean, istd = frontend.cmvn_from_stats(frontend.cmvn_stats(feats))
+    model.encoder.global_cmvn.mean.copy_(mean)
+    model.encoder.global_cmvn.istd.copy_(istd)
+    module = randomize_(attention.build_decoder(dcfg, cfg.output_dim, cfg.output_size), seed + 1)
+    sos = eos = cfg.output_dim - 1
+    mdir = os.path.join(case_dir, "model")
+    model_dir.write_model_dir(model, mdir, chunk_size=chunk, decoder=model_dir.AttentionDecoder(
+        dcfg, module, sos, eos, rescoring))
+    model = model_dir.load_model_dir(mdir)
+    dec = model_dir.load_decoder(mdir)
+    with torch.no_grad():
+        encoder_out = model.encoder.forward_full(feats.unsqueeze(0), chunk)[0]
+        log_probs = model.ctc(encoder_out)
+    nbest = prefix_beam_search(log_probs.double().tolist(), 10, 10, 0, 0.0, Phrases([]))
+    hyps = [h["tokens"] for h in nbest]
+    ctc_scores = [h["ctc_score"] for h in nbest]
+    paths = {"feats": os.path.join(case_dir, "feats.npy"),
+             "encoder_out": os.path.join(case_dir, "encoder_out.npy")}
+    np.save(paths["feats"], feats.numpy().astype(np.float32))
+    np.save(paths["encoder_out"], encoder_out.numpy().astype(np.float32))
+    left, right = attention.directions(dec.module)
+    for side, module_ in (("left", left), ("right", right)):
+        if module_ is not None:
+            lp = attention.decoder_log_probs(module_, encoder_out, hyps, sos, eos,
+                                             reverse=(side == "right"))
+            paths[f"{side}_log_probs"] = os.path.join(case_dir, f"{side}_log_probs.npy")
+            np.save(paths[f"{side}_log_probs"], lp.numpy().astype(np.float32))
+    runs = []
+    weights = [(rescoring.ctc_weight, rescoring.reverse_weight, rescoring.rescoring_weight)]
+    for ctc_weight, reverse_weight, rescoring_weight in weights + extra_weights:
+        r = attention.attention_rescoring(dec.module, encoder_out, hyps, ctc_scores, sos, eos,
+                                          ctc_weight, reverse_weight, rescoring_weight)
+        runs.append({"ctc_weight": ctc_weight, "reverse_weight": reverse_weight,
+                     "rescoring_weight": rescoring_weight, "best": r.best, "scores": r.scores,
+                     "left_scores": r.left_scores, "right_scores": r.right_scores})
+    return {"name": name, "model_dir": mdir, "chunk_size": chunk, "num_left_chunks": -1,
+            "hyps": hyps, "ctc_scores": ctc_scores, "runs": runs, **paths}
 
 
 def write_fbank(out: str) -> dict:
@@ -152,11 +227,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    names = args.only or list(CASES) + ["wenet_converted"]
-    manifest = {"fbank": write_fbank(args.out), "cases": []}
+    names = args.only or list(CASES) + ["wenet_converted"] + list(RESCORING_CASES)
+    manifest = {"fbank": write_fbank(args.out), "cases": [], "rescoring": []}
     for i, name in enumerate(names):
         if name == "wenet_converted":
             manifest["cases"].append(write_converted_case(args.out, 1000 + i))
+        elif name in RESCORING_CASES:
+            manifest["rescoring"].append(write_rescoring_case(args.out, name, 1000 + i))
         else:
             manifest["cases"].append(write_case(args.out, name, 1000 + i))
     tmp = os.path.join(args.out, "manifest.json.tmp")

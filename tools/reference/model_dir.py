@@ -1,18 +1,23 @@
-"""Reads and writes oasr model directories and WeNet-layout checkpoints.
+"""Reads and writes oasr model directories.
 
 A model directory (docs/model-format.md) holds config.json, model.safetensors
 (WeNet state_dict names, float32/float16/bfloat16) and units.txt; the global
 CMVN is either inside the weights (encoder.global_cmvn.{mean,istd}) or a WeNet
-global_cmvn JSON file beside them.
+global_cmvn JSON file beside them. Optionally it also holds WeNet's attention
+decoder for rescoring: its tensors under `decoder.` in model.safetensors and
+its geometry and rescoring weights in decoder.json.
 """
 
 import json
 import os
+from dataclasses import asdict, dataclass, field
+from typing import Optional
 
 import torch
-import yaml
+from torch import nn
 
 from . import frontend, safetensors_io
+from .decoder import DecoderConfig, build_decoder
 from .model import ConformerCtcModel, ModelConfig
 
 FORMAT_NAME = "oasr-conformer-ctc"
@@ -23,6 +28,49 @@ ENCODER_CONF_KEYS = (
     "macaron_style", "activation_type", "use_cnn_module", "cnn_module_kernel",
     "causal", "cnn_module_norm", "static_chunk_size", "use_dynamic_chunk")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DECODER_FORMAT_NAME = "oasr-attention-decoder"
+DECODER_FILE = "decoder.json"
+
+
+@dataclass
+class Rescoring:
+    """Attention-rescoring weights (WeNet runtime's flag names and defaults):
+    total = rescoring_weight * decoder score + ctc_weight * CTC score, the
+    decoder score mixing the right-to-left one in by reverse_weight."""
+
+    ctc_weight: float = 0.5
+    reverse_weight: float = 0.0
+    rescoring_weight: float = 1.0
+
+
+@dataclass
+class AttentionDecoder:
+    """What a model directory holds for attention rescoring."""
+
+    cfg: DecoderConfig
+    module: nn.Module  # decoder.TransformerDecoder or BiTransformerDecoder
+    sos: int
+    eos: int
+    rescoring: Rescoring = field(default_factory=Rescoring)
+
+    def check(self, vocab: int, d: int):
+        """Raises ValueError naming the field, its value and the limit."""
+        self.cfg.check(d)
+        for name in ("sos", "eos"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab:
+                raise ValueError(f"{DECODER_FILE}: {name}={value} is outside [0, {vocab - 1}]")
+        r = self.rescoring
+        for name in ("ctc_weight", "rescoring_weight"):
+            value = getattr(r, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{DECODER_FILE}: rescoring.{name}={value} is not a number >= 0")
+        if not isinstance(r.reverse_weight, (int, float)) or not 0 <= r.reverse_weight <= 1:
+            raise ValueError(f"{DECODER_FILE}: rescoring.reverse_weight={r.reverse_weight} is "
+                             "outside [0, 1]")
+        if r.reverse_weight > 0 and not self.cfg.bidirectional:
+            raise ValueError(f"{DECODER_FILE}: rescoring.reverse_weight={r.reverse_weight} needs "
+                             f"a bitransformer decoder (decoder={self.cfg.decoder}; use 0)")
 
 
 def config_json(cfg: ModelConfig, chunk_size: int, num_left_chunks: int) -> dict:
@@ -59,6 +107,54 @@ def write_units(units: list, path: str):
             f.write(f"{u} {i}\n")
 
 
+def decoder_json(dec: AttentionDecoder) -> dict:
+    c = dec.cfg
+    return {
+        "format": DECODER_FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "decoder": c.decoder,
+        "decoder_conf": {"attention_heads": c.attention_heads, "linear_units": c.linear_units,
+                         "num_blocks": c.num_blocks, "r_num_blocks": c.r_num_blocks},
+        "sos": dec.sos,
+        "eos": dec.eos,
+        "rescoring": asdict(dec.rescoring),
+    }
+
+
+def _exact_keys(obj, where: str, keys):
+    if not isinstance(obj, dict):
+        raise ValueError(f"{DECODER_FILE}: {where or 'the file'} is not an object")
+    for key in obj:
+        if key not in keys:
+            raise ValueError(f"{DECODER_FILE}: unknown option '{where}{key}'")
+    for key in keys:
+        if key not in obj:
+            raise ValueError(f"{DECODER_FILE}: missing field '{where}{key}'")
+
+
+def decoder_from_json(conf: dict, vocab: int, d: int) -> AttentionDecoder:
+    """The decoder a decoder.json describes (random weights), checked."""
+    _exact_keys(conf, "", ("format", "format_version", "decoder", "decoder_conf", "sos", "eos",
+                           "rescoring"))
+    if conf["format"] != DECODER_FORMAT_NAME or conf["format_version"] != FORMAT_VERSION:
+        raise ValueError(f"{DECODER_FILE}: format {conf['format']} version "
+                         f"{conf['format_version']} (supported: {DECODER_FORMAT_NAME} "
+                         f"{FORMAT_VERSION})")
+    _exact_keys(conf["decoder_conf"], "decoder_conf.",
+                ("attention_heads", "linear_units", "num_blocks", "r_num_blocks"))
+    _exact_keys(conf["rescoring"], "rescoring.",
+                ("ctc_weight", "reverse_weight", "rescoring_weight"))
+    cfg = DecoderConfig(decoder=conf["decoder"], **conf["decoder_conf"])
+    try:
+        cfg.check(d)
+    except ValueError as e:
+        raise ValueError(f"{DECODER_FILE}: {e}") from None
+    dec = AttentionDecoder(cfg, build_decoder(cfg, vocab, d), conf["sos"], conf["eos"],
+                           Rescoring(**conf["rescoring"]))
+    dec.check(vocab, d)
+    return dec
+
+
 def round_weights_(model: ConformerCtcModel, dtype: str):
     """Rounds every float parameter through the on-disk dtype, so that the
     reference computes with exactly the weights a reader of the file sees."""
@@ -71,10 +167,16 @@ def round_weights_(model: ConformerCtcModel, dtype: str):
 
 def write_model_dir(model: ConformerCtcModel, out_dir: str, dtype: str = "float32",
                     chunk_size: int = 16, num_left_chunks: int = -1, units=None,
-                    cmvn_as_json: bool = False):
-    """Writes model (weights rounded to `dtype` on disk; CMVN kept float32)."""
+                    cmvn_as_json: bool = False, decoder: Optional[AttentionDecoder] = None):
+    """Writes model (weights rounded to `dtype` on disk; CMVN kept float32),
+    and, when given, the attention decoder (its tensors under `decoder.` in
+    the same dtype, decoder.json beside them)."""
     os.makedirs(out_dir, exist_ok=True)
     tensors = {}
+    if decoder is not None:
+        decoder.check(model.cfg.output_dim, model.cfg.output_size)
+        for name, t in decoder.module.state_dict().items():
+            tensors["decoder." + name] = t.to(DTYPES[dtype])
     for name, t in model.weights_state_dict().items():
         if "global_cmvn" in name:
             if not cmvn_as_json:
@@ -94,6 +196,12 @@ def write_model_dir(model: ConformerCtcModel, out_dir: str, dtype: str = "float3
                         metadata={"format": FORMAT_NAME})
     with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config_json(model.cfg, chunk_size, num_left_chunks), f, indent=2)
+    decoder_path = os.path.join(out_dir, DECODER_FILE)
+    if decoder is not None:
+        with open(decoder_path, "w", encoding="utf-8") as f:
+            json.dump(decoder_json(decoder), f, indent=2)
+    elif os.path.exists(decoder_path):
+        os.remove(decoder_path)  # a stale one would describe tensors that are gone
     write_units(units or default_units(model.cfg.output_dim), os.path.join(out_dir, "units.txt"))
 
 
@@ -103,7 +211,7 @@ def load_model_dir(model_dir: str) -> ConformerCtcModel:
         conf = json.load(f)
     model = ConformerCtcModel(config_from_json(conf))
     tensors = safetensors_io.load(os.path.join(model_dir, "model.safetensors"))
-    state = {k: v.to(torch.float32) for k, v in tensors.items()}
+    state = {k: v.to(torch.float32) for k, v in tensors.items() if not k.startswith("decoder.")}
     cmvn_json = os.path.join(model_dir, "global_cmvn")
     if "encoder.global_cmvn.mean" not in state:
         mean, istd = frontend.load_cmvn_json(cmvn_json)
@@ -116,43 +224,33 @@ def load_model_dir(model_dir: str) -> ConformerCtcModel:
     return model.eval()
 
 
-def write_wenet_checkpoint(model: ConformerCtcModel, out_dir: str, cmvn_stats: dict,
-                           with_cmvn_in_state: bool = True, module_prefix: bool = False):
-    """Writes what a WeNet experiment directory holds for this model:
-    final.pt (state_dict, with BatchNorm counters, the 5000-row pe buffer
-    and a stand-in attention decoder), train.yaml, global_cmvn, units.txt."""
-    os.makedirs(out_dir, exist_ok=True)
-    cfg = model.cfg
-    state = dict(model.state_dict())
-    if not with_cmvn_in_state:
-        state = {k: v for k, v in state.items() if "global_cmvn" not in k}
-    state["encoder.embed.pos_enc.pe"] = torch.zeros(1, 5000, cfg.output_size)
-    state["decoder.embed.0.weight"] = torch.zeros(cfg.output_dim, cfg.output_size)
-    state["decoder.output_layer.weight"] = torch.zeros(cfg.output_dim, cfg.output_size)
-    if module_prefix:
-        state = {"module." + k: v for k, v in state.items()}
-    torch.save(state, os.path.join(out_dir, "final.pt"))
-    d = cfg.as_dict()
-    enc_conf = {k: d[k] for k in ENCODER_CONF_KEYS}
-    enc_conf.update({"dropout_rate": 0.1, "positional_dropout_rate": 0.1,
-                     "attention_dropout_rate": 0.1})
-    train = {
-        "input_dim": cfg.input_dim,
-        "output_dim": cfg.output_dim,
-        "encoder": "conformer",
-        "encoder_conf": enc_conf,
-        "decoder": "bitransformer",
-        "decoder_conf": {"attention_heads": cfg.attention_heads, "linear_units": 2048,
-                         "num_blocks": 3, "r_num_blocks": 3},
-        "model_conf": {"ctc_weight": 0.3, "lsm_weight": 0.1,
-                       "length_normalized_loss": False, "reverse_weight": 0.3},
-        "cmvn_file": "data/train/global_cmvn",
-        "is_json_cmvn": True,
-        "dataset_conf": {"fbank_conf": {"num_mel_bins": 80, "frame_shift": 10,
-                                        "frame_length": 25, "dither": 1.0}},
-    }
-    with open(os.path.join(out_dir, "train.yaml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(train, f, sort_keys=False)
-    with open(os.path.join(out_dir, "global_cmvn"), "w", encoding="utf-8") as f:
-        json.dump(cmvn_stats, f)
-    write_units(default_units(cfg.output_dim), os.path.join(out_dir, "units.txt"))
+def load_decoder(model_dir: str) -> Optional[AttentionDecoder]:
+    """The attention decoder of a model directory (float32), or None when it
+    has no decoder.json. Raises ValueError naming the file and the field or
+    tensor at fault (decoder tensors without decoder.json included)."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        conf = json.load(f)
+    tensors = safetensors_io.load(os.path.join(model_dir, "model.safetensors"))
+    state = {k[len("decoder."):]: v.to(torch.float32) for k, v in tensors.items()
+             if k.startswith("decoder.")}
+    path = os.path.join(model_dir, DECODER_FILE)
+    if not os.path.exists(path):
+        if state:
+            raise ValueError(f"{model_dir}: decoder.* tensors but no {DECODER_FILE}")
+        return None
+    with open(path, encoding="utf-8") as f:
+        dec = decoder_from_json(json.load(f), conf["output_dim"],
+                                conf["encoder_conf"]["output_size"])
+    expected = dec.module.state_dict()
+    for name, ref in expected.items():
+        if name not in state:
+            raise ValueError(f"{model_dir}: missing tensor 'decoder.{name}'")
+        if tuple(state[name].shape) != tuple(ref.shape):
+            raise ValueError(f"{model_dir}: tensor 'decoder.{name}' has shape "
+                             f"{list(state[name].shape)}, expected {list(ref.shape)}")
+    for name in state:
+        if name not in expected:
+            raise ValueError(f"{model_dir}: unexpected tensor 'decoder.{name}'")
+    dec.module.load_state_dict(state)
+    dec.module.eval()
+    return dec

@@ -1,14 +1,19 @@
 """Tests of the reference attention decoder and attention rescoring
 (tools/reference/decoder.py; run with /usr/bin/python3 -m unittest)."""
 
+import json
 import math
+import os
+import tempfile
 import unittest
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import decoder as dec
-from .model import position_table, randomize_
+from . import make_fixtures, model_dir, safetensors_io
+from .model import ConformerCtcModel, ModelConfig, position_table, randomize_
 
 D, HEADS, UNITS, VOCAB = 32, 4, 48, 23
 SOS = EOS = VOCAB - 1
@@ -160,6 +165,103 @@ class DecoderTest(unittest.TestCase):
         bi, _ = make("bitransformer", blocks=1, r_blocks=1)
         self.assertEqual(set(bi.state_dict()),
                          {f"{side}_decoder.{n}" for side in ("left", "right") for n in layer | top})
+
+
+class ModelDirTest(unittest.TestCase):
+    """The attention decoder in a model directory (docs/model-format.md)."""
+
+    def write(self, tmp, kind="bitransformer", rescoring=None):
+        cfg = ModelConfig(output_dim=VOCAB, output_size=D, attention_heads=2, linear_units=40,
+                          num_blocks=1, cnn_module_kernel=5)
+        model = randomize_(ConformerCtcModel(cfg), 1)
+        module, dcfg = make(kind)
+        attached = model_dir.AttentionDecoder(dcfg, module, SOS, EOS,
+                                              rescoring or model_dir.Rescoring())
+        model_dir.write_model_dir(model, tmp, decoder=attached)
+        return module, dcfg
+
+    def test_round_trip_and_the_encoder_loader_ignores_it(self):
+        for kind in ("transformer", "bitransformer"):
+            with tempfile.TemporaryDirectory() as tmp:
+                module, dcfg = self.write(tmp, kind, model_dir.Rescoring(0.3, 0.0, 1.0))
+                back = model_dir.load_decoder(tmp)
+                self.assertEqual((back.cfg, back.sos, back.eos), (dcfg, SOS, EOS))
+                self.assertEqual(back.rescoring, model_dir.Rescoring(0.3, 0.0, 1.0))
+                ref = module.state_dict()
+                for name, t in back.module.state_dict().items():
+                    self.assertTrue(torch.equal(t, ref[name]), name)
+                names = safetensors_io.load(os.path.join(tmp, "model.safetensors"))
+                self.assertIn("decoder." + next(iter(ref)), names)
+                model_dir.load_model_dir(tmp)  # the encoder ignores decoder.*
+
+    def test_problems_are_named(self):
+        def edit_json(fn):
+            def mutate(tmp):
+                path = os.path.join(tmp, "decoder.json")
+                with open(path, encoding="utf-8") as f:
+                    conf = json.load(f)
+                fn(conf)
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(conf, f)
+            return mutate
+
+        def edit_tensors(fn):
+            def mutate(tmp):
+                path = os.path.join(tmp, "model.safetensors")
+                tensors = safetensors_io.load(path)
+                fn(tensors)
+                safetensors_io.save(tensors, path)
+            return mutate
+        for mutate, needle in (
+                (lambda tmp: os.remove(os.path.join(tmp, "decoder.json")),
+                 "decoder.* tensors but no decoder.json"),
+                (edit_json(lambda c: c.__setitem__("beam", 3)), "unknown option 'beam'"),
+                (edit_json(lambda c: c["decoder_conf"].pop("r_num_blocks")),
+                 "missing field 'decoder_conf.r_num_blocks'"),
+                (edit_json(lambda c: c.__setitem__("sos", VOCAB)), f"sos={VOCAB} is outside"),
+                (edit_json(lambda c: c["rescoring"].__setitem__("reverse_weight", 2.0)),
+                 "rescoring.reverse_weight=2.0 is outside [0, 1]"),
+                (edit_json(lambda c: c["decoder_conf"].__setitem__("num_blocks", 3)),
+                 "missing tensor 'decoder.left_decoder.decoders.2."),
+                (edit_tensors(lambda t: t.pop("decoder.right_decoder.output_layer.bias")),
+                 "missing tensor 'decoder.right_decoder.output_layer.bias'"),
+                (edit_tensors(lambda t: t.__setitem__("decoder.extra", torch.zeros(1))),
+                 "unexpected tensor 'decoder.extra'")):
+            with tempfile.TemporaryDirectory() as tmp:
+                self.write(tmp)
+                mutate(tmp)
+                with self.assertRaises(ValueError) as ctx:
+                    model_dir.load_decoder(tmp)
+                self.assertIn(needle, str(ctx.exception))
+        with tempfile.TemporaryDirectory() as tmp, self.assertRaisesRegex(
+                ValueError, "reverse_weight=0.5 needs a bitransformer"):
+            self.write(tmp, "transformer", model_dir.Rescoring(0.5, 0.5, 1.0))
+
+    def test_rescoring_fixtures_are_consistent(self):
+        # What the C++ rescoring will be checked against (make_fixtures).
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in make_fixtures.RESCORING_CASES:
+                entry = make_fixtures.write_rescoring_case(tmp, name, 7)
+                self.assertGreater(len(entry["hyps"]), 1)
+                loaded = model_dir.load_decoder(entry["model_dir"])
+                left = np.load(entry["left_log_probs"])
+                sos = loaded.sos
+                for run in entry["runs"]:
+                    for i, hyp in enumerate(entry["hyps"]):
+                        l2r = dec.sequence_score(torch.from_numpy(left[i]), hyp, loaded.eos)
+                        self.assertAlmostEqual(run["left_scores"][i], l2r, places=3)
+                        d = l2r
+                        if run["reverse_weight"] > 0:
+                            right = np.load(entry["right_log_probs"])
+                            r2l = dec.sequence_score(torch.from_numpy(right[i]), hyp[::-1],
+                                                     loaded.eos)
+                            self.assertAlmostEqual(run["right_scores"][i], r2l, places=3)
+                            d = (1 - run["reverse_weight"]) * l2r + run["reverse_weight"] * r2l
+                        self.assertAlmostEqual(
+                            run["scores"][i], run["rescoring_weight"] * d +
+                            run["ctc_weight"] * entry["ctc_scores"][i], places=3)
+                    self.assertEqual(run["best"], int(np.argmax(run["scores"])))
+                self.assertEqual(sos, 36)
 
 
 if __name__ == "__main__":
