@@ -22,6 +22,7 @@ is one line naming the key, field or option, with exit status 1. Needs
 
 import argparse
 import os
+import pickle
 import shutil
 import sys
 
@@ -153,9 +154,9 @@ def select_decoder(state: dict, cfg: DecoderConfig, vocab: int, d: int,
     for name in list(expected):
         # tie_word_embedding: the output layer may share the embedding.
         if tied and name.endswith("output_layer.weight") and name not in got:
-            tied = name.replace("output_layer.weight", "embed.0.weight")
-            if tied in got:
-                got[name] = got[tied]
+            embedding = name.replace("output_layer.weight", "embed.0.weight")
+            if embedding in got:
+                got[name] = got[embedding]
     for name, ref in expected.items():
         if name not in got:
             raise ConversionError(f"checkpoint: missing tensor 'decoder.{name}' "
@@ -198,7 +199,7 @@ def attach_cmvn(weights: dict, cmvn, dim: int):
 def _find(flag_value, candidates, what: str, field: str):
     if flag_value:
         if not os.path.isfile(flag_value):
-            raise ConversionError(f"{what} {flag_value}: no such file")
+            raise ConversionError(f"--{what} {flag_value}: no such file")
         return flag_value
     found = wenet_config.first_existing(candidates)
     if found is None:
@@ -263,7 +264,12 @@ def convert_checkpoint(checkpoint: str, config: str, output: str, opts):
     with open(config, encoding="utf-8") as f:
         tc = wenet_config.read_train_config(yaml.safe_load(f), yaml_dir, not opts.no_decoder)
     units_path = _find(opts.units, tc.units, "units", tc.units_field)
-    state = unwrap_state(torch.load(checkpoint, map_location="cpu"))
+    try:
+        state = torch.load(checkpoint, map_location="cpu")
+    except (RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
+        raise ConversionError(f"{checkpoint}: not a PyTorch checkpoint "
+                              f"({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+    state = unwrap_state(state)
     cfg = tc.model
     if cfg.output_dim is None:
         if "ctc.ctc_lo.weight" not in state:
@@ -293,6 +299,9 @@ def convert_checkpoint(checkpoint: str, config: str, output: str, opts):
         has_decoder = any(k.startswith("decoder.") and not _ignored(k) for k in state)
         if not has_decoder:
             note("the checkpoint has no decoder.* tensors; writing no attention decoder")
+        elif tc.train_ctc_weight >= 1.0:
+            note(f"model_conf.ctc_weight={tc.train_ctc_weight}: the attention decoder was not "
+                 "trained; writing no attention decoder")
         else:
             if tc.decoder_error:
                 raise ConversionError(tc.decoder_error)
@@ -302,9 +311,13 @@ def convert_checkpoint(checkpoint: str, config: str, output: str, opts):
             module = select_decoder(state, tc.decoder, v, cfg.output_size, tc.decoder_tied)
             decoder = _attention_decoder(module, tc.decoder, sos, eos, v, cfg.output_size,
                                          tc.train_reverse_weight, opts)
-    bpe = opts.bpe_model or tc.bpe
-    if opts.bpe_model and not os.path.isfile(opts.bpe_model):
-        raise ConversionError(f"--bpe-model {opts.bpe_model}: no such file")
+    if opts.bpe_model:
+        bpe = _find(opts.bpe_model, [], "bpe-model", "")
+    else:
+        bpe = wenet_config.first_existing(tc.bpe)
+        if tc.bpe and bpe is None:
+            note(f"tokenizer_conf.bpe_path: no file at {' or '.join(tc.bpe)}; bpe.model is "
+                 "not copied (pass --bpe-model)")
     _write(cfg, weights, decoder, units_path, output, opts, bpe)
 
 
@@ -423,7 +436,19 @@ def read_torchscript(path: str, want_decoder: bool):
         num_blocks=num_blocks, input_layer=input_layer,
         cnn_module_kernel=int(state[l0 + "conv_module.depthwise_conv.weight"].shape[-1]),
         cnn_module_norm=norm, static_chunk_size=static, use_dynamic_chunk=dynamic)
+    norm_var = getattr(getattr(m.encoder, "global_cmvn", None), "norm_var", True)
+    if not norm_var:
+        raise ConversionError("TorchScript model: encoder.global_cmvn.norm_var=False (mean "
+                              "only; supported: True, WeNet's default)")
+    mean = state.get("encoder.global_cmvn.mean")
+    if mean is not None and tuple(mean.shape) != (80,):
+        raise ConversionError(f"TorchScript model: encoder.global_cmvn.mean has shape "
+                              f"{list(mean.shape)} (input_dim; the front end makes 80 mel bins)")
     if not want_decoder or not any(k.startswith("decoder.") for k in state):
+        return cfg, state, None, None
+    if float(getattr(m, "ctc_weight", 0.5)) >= 1.0:
+        note(f"ctc_weight={m.ctc_weight}: the attention decoder was not trained; writing no "
+             "attention decoder")
         return cfg, state, None, None
     try:
         return cfg, state, _torchscript_decoder(m, state, d), None
@@ -469,11 +494,10 @@ def convert_torchscript(path: str, output: str, opts):
         module = select_decoder(state, dcfg, cfg.output_dim, cfg.output_size)
         decoder = _attention_decoder(module, dcfg, sos, eos, cfg.output_dim, cfg.output_size,
                                      train_rw, opts)
-    elif not opts.no_decoder:
+    elif not opts.no_decoder and not any(k.startswith("decoder.") for k in state):
         note("the model has no decoder.* tensors; writing no attention decoder")
-    if opts.bpe_model and not os.path.isfile(opts.bpe_model):
-        raise ConversionError(f"--bpe-model {opts.bpe_model}: no such file")
-    _write(cfg, weights, decoder, units_path, output, opts, opts.bpe_model)
+    bpe = _find(opts.bpe_model, [], "bpe-model", "") if opts.bpe_model else None
+    _write(cfg, weights, decoder, units_path, output, opts, bpe)
 
 
 def parser():

@@ -268,9 +268,10 @@ class TrainConfig:
     cmvn: CmvnSpec
     units: List[str] = field(default_factory=list)  # candidate units.txt paths
     units_field: str = ""
-    bpe: Optional[str] = None           # candidate bpe model path (yaml)
+    bpe: List[str] = field(default_factory=list)  # candidate bpe model paths (yaml)
     tokenizer: str = "char"
     train_reverse_weight: float = 0.0   # model_conf.reverse_weight (a training weight)
+    train_ctc_weight: float = 0.5       # model_conf.ctc_weight: 1 leaves the decoder untrained
 
 
 def resolve_path(value: str, yaml_dir: str) -> List[str]:
@@ -370,7 +371,7 @@ def read_train_config(train: dict, yaml_dir: str, want_decoder: bool = True) -> 
 
     sos = eos = None
     tokenizer = "char"
-    units, units_field, bpe = [], "", None
+    units, units_field, bpe = [], "", []
     if layout == "v3":
         tokenizer = train.get("tokenizer", "char")
         if tokenizer not in ("char", "bpe"):
@@ -383,7 +384,7 @@ def read_train_config(train: dict, yaml_dir: str, want_decoder: bool = True) -> 
             units = resolve_path(tconf["symbol_table_path"], yaml_dir)
             units_field = f"tokenizer_conf.symbol_table_path={tconf['symbol_table_path']}"
         if tconf.get("bpe_path"):
-            bpe = first_existing(resolve_path(tconf["bpe_path"], yaml_dir))
+            bpe = resolve_path(tconf["bpe_path"], yaml_dir)
         cmvn_kind = train.get("cmvn")
         if cmvn_kind not in (None, "global_cmvn"):
             raise ConversionError(f"train.yaml: unsupported option cmvn={cmvn_kind} "
@@ -405,4 +406,5 @@ def read_train_config(train: dict, yaml_dir: str, want_decoder: bool = True) -> 
             cmvn = CmvnSpec(False, None, bool(train.get("is_json_cmvn", True)))
     units.append(os.path.join(yaml_dir, "units.txt"))
     return TrainConfig(layout, model, decoder, decoder_error, tied, sos, eos, cmvn, units,
-                       units_field, bpe, tokenizer, float(reverse_weight))
+                       units_field, bpe, tokenizer, float(reverse_weight),
+                       float(model_conf.get("ctc_weight", 0.5)))

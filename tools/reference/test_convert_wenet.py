@@ -202,6 +202,12 @@ class CheckpointTest(ConvertTest):
         self.assertEqual(self.convert()[0], 0)
         self.edit_yaml(lambda t: t["decoder_conf"].pop("num_blocks"))
         self.expect_error("missing tensor 'decoder.left_decoder.decoders.2.")
+        # A CTC-only training (ctc_weight 1) never trained the decoder: left out.
+        self.edit_yaml(lambda t: t["model_conf"].__setitem__("ctc_weight", 1.0))
+        rc, err = self.convert()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("the attention decoder was not trained", err)
+        self.assertIsNone(model_dir.load_decoder(self.out))
 
     def test_static_chunk_size_is_the_default_serving_chunk(self):
         model, decoder, dcfg, stats = make_models(static_chunk_size=8)
