@@ -367,6 +367,10 @@ def read_torchscript(path: str, want_decoder: bool):
         if not hasattr(m, method):
             raise ConversionError(f"TorchScript model: no method {method}(); not a WeNet "
                                   "runtime model (export_jit.py of an ASRModel)")
+    encoder_class = _attr(m, "encoder", "the encoder").original_name
+    if encoder_class != "ConformerEncoder":
+        raise ConversionError(f"TorchScript model: the encoder is a {encoder_class} (supported: "
+                              "WeNet's ConformerEncoder, encoder=conformer)")
     l0 = "encoder.encoders.0."
     if "encoder.after_norm.weight" not in state or "ctc.ctc_lo.weight" not in state:
         raise ConversionError("TorchScript model: no encoder.after_norm.weight or "

@@ -414,7 +414,11 @@ class TorchScriptTest(ConvertTest):
 
         def full_context(rt):
             rt.encoder.use_dynamic_chunk = False
+
+        def transformer(rt):
+            rt.encoder.__class__ = type("TransformerEncoder", (type(rt.encoder),), {})
         for prepare, needle in (
+                (transformer, "the encoder is a TransformerEncoder"),
                 (noncausal, "encoder.encoders.1.conv_module.lorder=0 (causal=False"),
                 (relu, "encoder.encoders.0.feed_forward.activation is ReLU (activation_type"),
                 (gelu_decoder, "decoder activation_type other than relu"),
