@@ -473,7 +473,8 @@ def _torchscript_decoder(m, state: dict, d: int):
     act = _attr(layer0, "feed_forward.activation", "decoder activation").original_name
     if act != "ReLU":
         raise ConversionError(f"TorchScript model: {sides[0]}decoders.0.feed_forward.activation "
-                              f"is {act} (decoder activation_type other than relu){NO_DECODER_HINT}")
+                              f"is {act} (decoder activation_type other than relu)"
+                              f"{NO_DECODER_HINT}")
     units = state[sides[0] + "decoders.0.feed_forward.w_1.weight"].shape[0]
     cfg = DecoderConfig("bitransformer" if bidirectional else "transformer", heads, int(units),
                         blocks[0], blocks[1] if bidirectional else 0)

@@ -28,8 +28,6 @@ class ConversionError(Exception):
     pass
 
 
-_ABSENT = object()
-
 # WeNet's ConformerEncoder keyword defaults.
 ENCODER_DEFAULTS = {
     # v2.2.1 and v3.1.0

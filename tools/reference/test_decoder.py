@@ -32,7 +32,8 @@ def torch_layers(tdec: dec.TransformerDecoder):
         t = nn.TransformerDecoderLayer(D, HEADS, UNITS, dropout=0.0, activation="relu",
                                        layer_norm_eps=1e-5, batch_first=True, norm_first=True)
         with torch.no_grad():
-            for theirs, ours in ((t.self_attn, layer.self_attn), (t.multihead_attn, layer.src_attn)):
+            pairs = ((t.self_attn, layer.self_attn), (t.multihead_attn, layer.src_attn))
+            for theirs, ours in pairs:
                 theirs.in_proj_weight.copy_(torch.cat([ours.linear_q.weight, ours.linear_k.weight,
                                                        ours.linear_v.weight]))
                 theirs.in_proj_bias.copy_(torch.cat([ours.linear_q.bias, ours.linear_k.bias,
@@ -105,7 +106,9 @@ class DecoderTest(unittest.TestCase):
             for i, h in enumerate(hyps):
                 l2r = one_score(left, h)
                 r2l = one_score(right, h[::-1])
-                d = l2r if reverse_weight == 0 else (1 - reverse_weight) * l2r + reverse_weight * r2l
+                d = l2r
+                if reverse_weight > 0:
+                    d = (1 - reverse_weight) * l2r + reverse_weight * r2l
                 self.assertAlmostEqual(r.left_scores[i], l2r, places=4)
                 if reverse_weight > 0:
                     self.assertAlmostEqual(r.right_scores[i], r2l, places=4)
@@ -134,7 +137,8 @@ class DecoderTest(unittest.TestCase):
         ctc[loser] = 1.0 + abs(base.scores[0] - base.scores[1])
         self.assertEqual(
             dec.attention_rescoring(model, self.memory, hyps, ctc, SOS, EOS, 1.0).best, loser)
-        tie = dec.attention_rescoring(model, self.memory, [[5, 6], [5, 6]], [0.0, 0.0], SOS, EOS, 0.5)
+        tie = dec.attention_rescoring(model, self.memory, [[5, 6], [5, 6]], [0.0, 0.0], SOS, EOS,
+                                      0.5)
         self.assertEqual(tie.best, 0)
 
     def test_refusals(self):
@@ -156,7 +160,8 @@ class DecoderTest(unittest.TestCase):
         uni, _ = make("transformer", blocks=1)
         names = set(uni.state_dict())
         layer = {f"decoders.0.{m}.{p}.{w}" for m in ("self_attn", "src_attn")
-                 for p in ("linear_q", "linear_k", "linear_v", "linear_out") for w in ("weight", "bias")}
+                 for p in ("linear_q", "linear_k", "linear_v", "linear_out")
+                 for w in ("weight", "bias")}
         layer |= {f"decoders.0.feed_forward.w_{i}.{w}" for i in (1, 2) for w in ("weight", "bias")}
         layer |= {f"decoders.0.norm{i}.{w}" for i in (1, 2, 3) for w in ("weight", "bias")}
         top = {"embed.0.weight", "after_norm.weight", "after_norm.bias", "output_layer.weight",
