@@ -6,6 +6,8 @@
 // bench/encoder_torch.py (Debian's /usr/bin/python3 with torch). First, the
 // front end's parts on one thread: power spectrum, fbank frame, 640 ms of
 // audio through FeaturePipeline at 16 and 8 kHz.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,9 +16,12 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
+#include "cache/attention_cache_manager.h"
+#include "cache/block_pool.h"
+#include "cache/slot_state_cache.h"
+#include "common/execution_context.h"
 #include "encoder/conformer_encoder.h"
 #include "encoder/fbank.h"
 #include "encoder/feature_pipeline.h"
@@ -28,42 +33,81 @@ namespace {
 constexpr double kSeconds = 20.0;  // Audio per measured stream.
 constexpr int kChunk = 16;         // 640 ms.
 
-struct StreamState {
-  int64_t next_feat = 0;
-  int64_t offset = 0;
-  Tensor att_cache;
-  Tensor cnn_cache;
-};
-
-StreamState NewState(const ModelConfig& c) {
-  return StreamState{0, 0, *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32),
-                     *Tensor::Zeros({c.num_blocks, c.cnn_module_kernel - 1, c.output_size}, DType::kFloat32)};
-}
-
-// Runs `streams` streams over the same features in lockstep cohorts;
-// returns wall seconds.
-double RunCohorts(const ConformerEncoder& encoder, const Tensor& feats, int streams, int required) {
+// `streams` streams over the same features in lockstep cohorts through the
+// serving path: ForwardCohort over a real paged pool (one block per chunk,
+// eviction with `left` chunks, none when negative) and slot-addressed conv
+// state, as the engine runs it. Returns wall seconds.
+double RunCohorts(ConformerEncoder& encoder, const Tensor& feats, int streams, int left) {
   const ModelConfig& c = encoder.config();
-  std::vector<StreamState> states;
-  for (int i = 0; i < streams; ++i) states.push_back(NewState(c));
-  const auto start = std::chrono::steady_clock::now();
-  while (states[0].next_feat < feats.dim(0) - c.right_context()) {
-    std::vector<DenseChunkInput> inputs;
-    for (StreamState& s : states) {
-      const int64_t end = std::min<int64_t>(s.next_feat + c.WindowFrames(kChunk), feats.dim(0));
-      inputs.push_back(DenseChunkInput{feats.view().Slice(s.next_feat, end - s.next_feat), s.offset,
-                                       s.att_cache.view(), s.cnn_cache.view()});
+  cache::CacheConfig config;
+  config.num_layers = c.num_blocks;
+  config.n_kv_head = c.attention_heads;
+  config.head_dim = c.head_dim();
+  config.hidden_dim = c.output_size;
+  config.kernel_size = c.cnn_module_kernel;
+  config.chunk_size = config.block_size_frames = kChunk;
+  config.num_left_chunks = left;
+  config.max_batch_size = streams;
+  config.max_blocks_per_seq = static_cast<int>(feats.dim(0) / (kChunk * c.subsampling_rate()) + 2);
+  config.max_num_blocks = int64_t{streams} * config.max_blocks_per_seq;
+  config.dtype = DType::kFloat32;
+  auto pool = cache::BlockPool::Create(config);
+  auto attention = cache::AttentionCacheManager::Create(pool->get());
+  cache::StreamStateSpec spec{"cnn", encoder.ConvStateShape(), 1, false, DType::kFloat32};
+  auto states = cache::SlotStateCache::Create({spec}, streams, Device::Cpu());
+  if (!pool.ok() || !attention.ok() || !states.ok()) std::exit(1);
+  std::vector<int64_t> ids(streams);
+  for (int i = 0; i < streams; ++i) {
+    ids[i] = i;
+    if (!(*attention)->AllocateStream(i, i, nullptr).ok()) std::exit(1);
+  }
+  const int64_t window = c.WindowFrames(kChunk), stride = int64_t{kChunk} * c.subsampling_rate();
+  std::vector<int32_t> slots(streams), frames(streams), offsets(streams, 0);
+  for (int i = 0; i < streams; ++i) slots[i] = i;
+  std::vector<float> staged(static_cast<size_t>(streams * window * c.input_dim));
+  std::vector<float> log_probs(static_cast<size_t>(streams) * kChunk * c.output_dim);
+  if (encoder.context().workspace().capacity() < encoder.WorkspaceBytes(streams, kChunk)) {
+    if (!encoder.context().ReserveWorkspace(encoder.WorkspaceBytes(streams, kChunk), 0).ok()) {
+      std::exit(1);
     }
-    auto outs = encoder.ForwardChunks(inputs, required);
-    if (!outs.ok()) {
-      std::fprintf(stderr, "ForwardChunks: %s\n", std::string(outs.status().message()).c_str());
+  }
+  const cache::BlockTableMirror& m = (*attention)->mirror();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t next = 0; next < feats.dim(0) - c.right_context(); next += stride) {
+    const int64_t n = std::min<int64_t>(window, feats.dim(0) - next);
+    for (int i = 0; i < streams; ++i) {
+      std::fill(staged.begin() + i * window * c.input_dim,
+                staged.begin() + (i + 1) * window * c.input_dim, 0.0f);
+      std::copy(feats.data<float>() + next * c.input_dim,
+                feats.data<float>() + (next + n) * c.input_dim,
+                staged.begin() + i * window * c.input_dim);
+      frames[i] = static_cast<int32_t>(encoder.OutputFrames(n));
+    }
+    if (!(*attention)->PrepareChunksBatched(ids).ok()) std::exit(1);
+    CohortInputs in;
+    in.batch = streams;
+    in.chunk = kChunk;
+    in.feats = staged.data();
+    in.slots = in.host_slots = slots.data();
+    in.frames = in.host_frames = frames.data();
+    in.offsets = in.host_offsets = offsets.data();
+    PagedKv kv;
+    kv.k = (*pool)->k_pool().data();
+    kv.v = (*pool)->v_pool().data();
+    kv.num_blocks = (*pool)->num_physical_blocks();
+    kv.block_size = kChunk;
+    kv.block_table = kv.host_block_table = static_cast<const int32_t*>(m.block_table().data());
+    kv.cache_lens = kv.host_cache_lens = static_cast<const int32_t*>(m.cache_seqlens().data());
+    kv.table_stride = m.width();
+    const absl::Status status = encoder.ForwardCohort(
+        in, kv, ConvStates{(*states)->buffer(0).data(), streams}, log_probs.data());
+    if (!status.ok()) {
+      std::fprintf(stderr, "ForwardCohort: %s\n", std::string(status.message()).c_str());
       std::exit(1);
     }
     for (int i = 0; i < streams; ++i) {
-      states[i].next_feat += c.subsampling_rate() * kChunk;
-      states[i].offset += (*outs)[i].log_probs.dim(0);
-      states[i].att_cache = std::move((*outs)[i].att_cache);
-      states[i].cnn_cache = std::move((*outs)[i].cnn_cache);
+      if (!(*attention)->CommitChunkPaged(i, frames[i]).ok()) std::exit(1);
+      offsets[i] += frames[i];
     }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -87,7 +131,9 @@ template <typename Fn>
 double MicrosPerCall(int reps, Fn&& fn) {
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < reps; ++r) fn(r);
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+             .count() /
+         reps;
 }
 
 // The front end's parts, one thread: the 512-point power spectrum, one fbank
@@ -137,7 +183,9 @@ int Main() {
                                     ("oasr_bench_encoder_model_" + std::to_string(getpid()));
   RunCommand(python + " write-model " + dir.string());
   if (!std::filesystem::exists(dir / "model.safetensors")) {
-    std::printf("oasr-bench-encoder: cannot write the model (needs /usr/bin/python3 with torch); skipped\n");
+    std::printf(
+        "oasr-bench-encoder: cannot write the model (needs /usr/bin/python3 with torch); "
+        "skipped\n");
     return 0;
   }
   struct RemoveDir {
@@ -157,35 +205,47 @@ int Main() {
   for (int64_t i = 0; i < feats->numel(); ++i) feats->data<float>()[i] = dist(rng);
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  std::printf("oasr-bench-encoder: %d x %d x %d FFN, %d heads, kernel %d, V = %d; %d ms chunks; "
-              "%.0f s streams; %u cores\n",
-              c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
-              c.output_dim, kChunk * 40, kSeconds, cores);
+  std::printf(
+      "oasr-bench-encoder: %d x %d x %d FFN, %d heads, kernel %d, V = %d; %d ms chunks; "
+      "%.0f s streams; %u cores\n",
+      c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
+      c.output_dim, kChunk * 40, kSeconds, cores);
   std::printf("%-44s %10s %12s\n", "case", "RTF", "streams@RT");
   for (int threads : {1, 2}) {
-    auto encoder = ConformerEncoder::Create(model->get(), EncoderOptions{threads, 16384});
+    ExecutionContextOptions ctx_options;
+    ctx_options.cpu_threads = threads;
+    auto ctx = ExecutionContext::Create(ctx_options);
+    if (!ctx.ok()) return 1;
+    auto encoder = ConformerEncoder::Create(model->get(), ctx->get(), EncoderOptions{});
     if (!encoder.ok()) return 1;
     RunCohorts(**encoder, *feats, 1, -1);  // Warm-up (position table, pages).
     for (int left : {-1, 4}) {
-      const double wall = RunCohorts(**encoder, *feats, 1, left < 0 ? -1 : kChunk * left);
+      const double wall = RunCohorts(**encoder, *feats, 1, left);
       std::printf("%-44s %10.4f %12.1f\n",
-                  ("oasr cpu, 1 stream, threads " + std::to_string(threads) + ", left " + std::to_string(left)).c_str(),
+                  ("oasr cpu, 1 stream, threads " + std::to_string(threads) + ", left " +
+                   std::to_string(left))
+                      .c_str(),
                   wall / kSeconds, kSeconds / wall);
     }
     for (int streams : {4, 8}) {
-      const double wall = RunCohorts(**encoder, *feats, streams, kChunk * 4);
+      const double wall = RunCohorts(**encoder, *feats, streams, 4);
       std::printf("%-44s %10.4f %12.1f\n",
-                  ("oasr cpu, cohort of " + std::to_string(streams) + ", threads " + std::to_string(threads) + ", left 4").c_str(),
+                  ("oasr cpu, cohort of " + std::to_string(streams) + ", threads " +
+                   std::to_string(threads) + ", left 4")
+                      .c_str(),
                   wall / (kSeconds * streams), kSeconds * streams / wall);
     }
   }
   for (int threads : {1, 2}) {
-    const std::string out = RunCommand(python + " time " + dir.string() + " " + std::to_string(kSeconds) +
-                                       " " + std::to_string(kChunk) + " " + std::to_string(threads));
+    const std::string out =
+        RunCommand(python + " time " + dir.string() + " " + std::to_string(kSeconds) + " " +
+                   std::to_string(kChunk) + " " + std::to_string(threads));
     double rtf = 0;
     if (std::sscanf(out.c_str(), "rtf %lf", &rtf) == 1) {
-      std::printf("%-44s %10.4f %12.1f\n", ("pytorch reference, 1 stream, threads " + std::to_string(threads) + ", left -1").c_str(),
-                  rtf, 1.0 / rtf);
+      std::printf(
+          "%-44s %10.4f %12.1f\n",
+          ("pytorch reference, 1 stream, threads " + std::to_string(threads) + ", left -1").c_str(),
+          rtf, 1.0 / rtf);
     } else {
       std::printf("pytorch reference, threads %d: unavailable\n", threads);
     }

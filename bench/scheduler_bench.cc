@@ -37,10 +37,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/execution_context.h"
 #include "decoder/symbol_table.h"
 #include "encoder/feature_pipeline.h"
-#include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
+#include "scheduler/model_factory.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -86,7 +87,8 @@ class CountingFeatures final : public encoder::FeatureSource {
 
 class NoopModel final : public StreamingModel {
  public:
-  explicit NoopModel(bool trivial_frontend) : trivial_frontend_(trivial_frontend) {
+  explicit NoopModel(bool trivial_frontend)
+      : trivial_frontend_(trivial_frontend), ctx_(*ExecutionContext::Create({})) {
     geometry_.chunk_size = 16;
     geometry_.vocab_size = 8;
   }
@@ -106,19 +108,26 @@ class NoopModel final : public StreamingModel {
     if (trivial_frontend_) return std::make_unique<CountingFeatures>(sample_rate);
     return encoder::FeaturePipeline::Create({sample_rate}, nullptr);
   }
-  absl::Status ForwardCohort(std::span<const CohortRow> rows, float* log_probs) override {
-    int64_t m = 0;
-    for (const CohortRow& row : rows) m += row.out_frames;
-    for (int64_t i = 0; i < m; ++i) {
-      float* r = log_probs + i * geometry_.vocab_size;
-      r[0] = -0.01f;
-      for (int v = 1; v < geometry_.vocab_size; ++v) r[v] = -7.0f;
+  std::vector<cache::StreamStateSpec> StreamStates() const override {
+    return {cache::StreamStateSpec{"none", Shape{1}, 0, false, DType::kFloat32}};
+  }
+  ExecutionContext& context() const override { return *ctx_; }
+  size_t WorkspaceBytes(int) const override { return 0; }
+  absl::Status ForwardCohort(const CohortPlan& plan, const TensorView& log_probs) override {
+    float* out = static_cast<float*>(log_probs.data());
+    for (int b = 0; b < plan.batch; ++b) {
+      for (int t = 0; t < plan.host_frames[b]; ++t) {
+        float* r = out + (int64_t{b} * plan.chunk + t) * geometry_.vocab_size;
+        r[0] = -0.01f;
+        for (int v = 1; v < geometry_.vocab_size; ++v) r[v] = -7.0f;
+      }
     }
     return absl::OkStatus();
   }
 
  private:
   const bool trivial_frontend_;
+  std::unique_ptr<ExecutionContext> ctx_;
   ModelGeometry geometry_;
 };
 
@@ -158,10 +167,9 @@ double Overhead(int streams, const OverheadOptions& options) {
   config.frontend_threads = frontend_threads;
   config.max_waiting = 0;
   config.decoder.method = decoder::SearchMethod::kGreedy;
-  auto engine = Engine::Create(
-      config, std::make_unique<NoopModel>(options.trivial_frontend),
-      Decoder({"<blank>", "<unk>", "▁a", "▁b", "c", "d", "e", "<sos/eos>"},
-              decoder::SearchMethod::kGreedy));
+  auto engine = Engine::Create(config, std::make_unique<NoopModel>(options.trivial_frontend),
+                               Decoder({"<blank>", "<unk>", "▁a", "▁b", "c", "d", "e", "<sos/eos>"},
+                                       decoder::SearchMethod::kGreedy));
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
     std::exit(1);
@@ -194,8 +202,10 @@ double Overhead(int streams, const OverheadOptions& options) {
   for (auto& h : handles) (void)h->PushAudio({audio.data() + first, audio.size() - first});
   wait_chunks(int64_t{chunks_per_stream} * streams);
   const double chunks = static_cast<double>(s.chunks_processed - c0);
-  const double tick = static_cast<double>(s.tick_ns - t0), fe = static_cast<double>(s.frontend_ns - f0),
-               model = static_cast<double>(s.model_ns - m0), dec = static_cast<double>(s.decode_ns - d0);
+  const double tick = static_cast<double>(s.tick_ns - t0),
+               fe = static_cast<double>(s.frontend_ns - f0),
+               model = static_cast<double>(s.model_ns - m0),
+               dec = static_cast<double>(s.decode_ns - d0);
   const double scheduler = (tick - fe - model - dec) / chunks / 1e3;
   // With a pool, the front end's share of the scheduler thread (copying
   // published frames into the cohort's windows, dropping old ones) is shown
@@ -232,20 +242,12 @@ std::string EnsureBenchModel() {
 
 // Returns true when the engine kept all streams in real time.
 bool RealTime(const std::string& model_dir, int streams, double seconds, int threads) {
-  encoder::EncoderOptions options;
-  options.num_threads = threads;
-  auto model = ConformerStreamingModel::Load(model_dir, options);
-  auto units = decoder::SymbolTable::Load(model_dir + "/units.txt");
-  if (!model.ok() || !units.ok()) {
-    std::fprintf(stderr, "model: %s\n",
-                 (model.ok() ? units.status() : model.status()).ToString().c_str());
-    std::exit(1);
-  }
+  ModelOptions options;
+  options.model_dir = model_dir;
+  options.cpu_threads = threads;
   EngineConfig config;
   config.max_batch_size = std::max(streams, 1);
-  auto dec = decoder::CtcDecoder::Create(
-      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
-  auto engine = Engine::Create(config, std::move(*model), std::move(*dec));
+  auto engine = LoadEngine(options, config);
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
     std::exit(1);
@@ -278,10 +280,11 @@ bool RealTime(const std::string& model_dir, int streams, double seconds, int thr
   };
   const double p95 = quantile(0.95);
   const bool kept_up = p95 <= 0.3 && tail_s < 1.0;
-  std::printf("%4d streams  chunk latency p50 <= %5.3f s  p95 <= %5.3f s  mean %5.3f s  "
-              "final after end %5.2f s  %s\n",
-              streams, quantile(0.5), p95, lat.sum / std::max<uint64_t>(lat.count, 1), tail_s,
-              kept_up ? "kept up" : "FELL BEHIND");
+  std::printf(
+      "%4d streams  chunk latency p50 <= %5.3f s  p95 <= %5.3f s  mean %5.3f s  "
+      "final after end %5.2f s  %s\n",
+      streams, quantile(0.5), p95, lat.sum / std::max<uint64_t>(lat.count, 1), tail_s,
+      kept_up ? "kept up" : "FELL BEHIND");
   return kept_up;
 }
 
@@ -302,7 +305,8 @@ int main(int argc, char** argv) {
     if (arg == "--overhead-only") overhead_only = true;
     if (arg == "--trivial-frontend") trivial = {true};
     if (arg == "--real-frontend") trivial = {false};
-    if (arg == "--frontend-threads" && i + 1 < argc) options.frontend_threads = std::atoi(argv[++i]);
+    if (arg == "--frontend-threads" && i + 1 < argc)
+      options.frontend_threads = std::atoi(argv[++i]);
     if (arg == "--chunks" && i + 1 < argc) options.chunks = std::max(2, std::atoi(argv[++i]));
     if (arg == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
     if (arg == "--streams" && i + 1 < argc) sizes = {std::max(1, std::atoi(argv[++i]))};
@@ -330,15 +334,18 @@ int main(int argc, char** argv) {
     }
   }
 
-  const int threads = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
   if (overhead_only) return 0;
   const std::string model_dir = EnsureBenchModel();
   if (model_dir.empty()) {
-    std::printf("== real-time streams: skipped (no model: /usr/bin/python3 with torch is needed)\n");
+    std::printf(
+        "== real-time streams: skipped (no model: /usr/bin/python3 with torch is needed)\n");
     return 0;
   }
-  std::printf("== real-time streams, 12 x 256 x 2048, V = 5002, 640 ms chunks, beam 10, %d threads\n",
-              threads);
+  std::printf(
+      "== real-time streams, 12 x 256 x 2048, V = 5002, 640 ms chunks, beam 10, %d threads\n",
+      threads);
   int best = 0;
   for (int n : {1, 2, 4, 6, 8, 12, 16, 24, 32}) {
     if (!RealTime(model_dir, n, 8.0, threads)) break;

@@ -1,5 +1,6 @@
 #include "common/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -82,12 +83,15 @@ TensorView TensorView::Reshape(const Shape& shape) const {
 
 Tensor::~Tensor() { Release(); }
 
-Tensor::Tensor(Tensor&& other) noexcept : view_(std::exchange(other.view_, TensorView())) {}
+Tensor::Tensor(Tensor&& other) noexcept
+    : view_(std::exchange(other.view_, TensorView())),
+      pinned_(std::exchange(other.pinned_, false)) {}
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this != &other) {
     Release();
     view_ = std::exchange(other.view_, TensorView());
+    pinned_ = std::exchange(other.pinned_, false);
   }
   return *this;
 }
@@ -98,10 +102,42 @@ void Tensor::Release() {
 #if OASR_WITH_CUDA
     cudaFree(view_.data());
 #endif
+  } else if (pinned_) {
+#if OASR_WITH_CUDA
+    cudaFreeHost(view_.data());
+#endif
   } else {
     std::free(view_.data());
   }
   view_ = TensorView();
+  pinned_ = false;
+}
+
+absl::StatusOr<Tensor> Tensor::EmptyPinned(const Shape& shape, DType dtype) {
+#if OASR_WITH_CUDA
+  if (CudaDeviceCount() > 0) {
+    for (int i = 0; i < shape.rank(); ++i) {
+      if (shape[i] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor shape ", shape.ToString(), ": dimension ", i, " is negative"));
+      }
+    }
+    const size_t bytes =
+        std::max<size_t>(static_cast<size_t>(shape.numel()) * DTypeSize(dtype), kHostAlignment);
+    void* data = nullptr;
+    const cudaError_t err = cudaHostAlloc(&data, bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cudaHostAlloc of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+    }
+    Tensor tensor;
+    tensor.view_ = TensorView(data, dtype, shape, Device::Cpu());
+    tensor.pinned_ = true;
+    return tensor;
+  }
+#endif
+  return Empty(shape, dtype, Device::Cpu());
 }
 
 absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, Device device) {
@@ -127,8 +163,8 @@ absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, Device dev
     OASR_CUDA_CHECK(cudaSetDevice(previous));
     if (err != cudaSuccess) {
       cudaGetLastError();
-      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc of ", alloc_bytes,
-                                                       " bytes on ", device.ToString(),
+      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc of ", alloc_bytes, " bytes on ",
+                                                       device.ToString(),
                                                        " failed: ", cudaGetErrorString(err)));
     }
 #else
@@ -156,9 +192,9 @@ absl::StatusOr<Tensor> Tensor::Zeros(const Shape& shape, DType dtype, Device dev
 
 absl::Status CopyTensor(const TensorView& dst, const TensorView& src) {
   if (dst.dtype() != src.dtype() || dst.numel() != src.numel()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CopyTensor: dst ", DTypeName(dst.dtype()), dst.shape().ToString(), " vs src ",
-                     DTypeName(src.dtype()), src.shape().ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("CopyTensor: dst ", DTypeName(dst.dtype()),
+                                                   dst.shape().ToString(), " vs src ",
+                                                   DTypeName(src.dtype()), src.shape().ToString()));
   }
   if (dst.nbytes() == 0) return absl::OkStatus();
   if (dst.device().is_cpu() && src.device().is_cpu()) {
@@ -170,6 +206,26 @@ absl::Status CopyTensor(const TensorView& dst, const TensorView& src) {
   return absl::OkStatus();
 #else
   return absl::UnavailableError("CopyTensor: CUDA tensors in a build without CUDA");
+#endif
+}
+
+absl::Status CopyTensorAsync(const TensorView& dst, const TensorView& src, GpuStream stream) {
+  if (dst.dtype() != src.dtype() || dst.numel() != src.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyTensorAsync: dst ", DTypeName(dst.dtype()),
+                                                   dst.shape().ToString(), " vs src ",
+                                                   DTypeName(src.dtype()), src.shape().ToString()));
+  }
+  if (dst.nbytes() == 0) return absl::OkStatus();
+  if (dst.device().is_cpu() && src.device().is_cpu()) {
+    std::memmove(dst.data(), src.data(), dst.nbytes());
+    return absl::OkStatus();
+  }
+#if OASR_WITH_CUDA
+  OASR_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault, stream));
+  return absl::OkStatus();
+#else
+  (void)stream;
+  return absl::UnavailableError("CopyTensorAsync: CUDA tensors in a build without CUDA");
 #endif
 }
 

@@ -16,6 +16,7 @@
 #include "common/check.h"
 #include "common/device.h"
 #include "common/dtype.h"
+#include "common/gpu_stream.h"
 
 namespace oasr {
 
@@ -102,9 +103,17 @@ class Tensor {
   // Uninitialised storage. Fails with RESOURCE_EXHAUSTED (naming the bytes and
   // device) when the memory cannot be had, INVALID_ARGUMENT for a negative
   // dimension, and UNAVAILABLE for a CUDA device in a build or machine without one.
-  static absl::StatusOr<Tensor> Empty(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  static absl::StatusOr<Tensor> Empty(const Shape& shape, DType dtype,
+                                      Device device = Device::Cpu());
   // Zero-filled storage; same failures as Empty.
-  static absl::StatusOr<Tensor> Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  static absl::StatusOr<Tensor> Zeros(const Shape& shape, DType dtype,
+                                      Device device = Device::Cpu());
+  // Host storage that the GPU can copy from and to asynchronously: page-locked
+  // (cudaHostAlloc) when the build and the machine have CUDA, plain aligned
+  // host memory otherwise. Same failures as Empty.
+  static absl::StatusOr<Tensor> EmptyPinned(const Shape& shape, DType dtype);
+  // Whether the storage is page-locked host memory.
+  bool pinned() const { return pinned_; }
 
   TensorView view() const { return view_; }
   void* data() const { return view_.data(); }
@@ -123,6 +132,7 @@ class Tensor {
  private:
   void Release();
   TensorView view_;
+  bool pinned_ = false;
 };
 
 // Copies src into dst (same dtype and element count; any devices). Synchronous.
@@ -130,5 +140,10 @@ absl::Status CopyTensor(const TensorView& dst, const TensorView& src);
 
 // Sets every byte of `dst` to zero (host memset or cudaMemset). Synchronous.
 void ZeroTensor(const TensorView& dst);
+
+// Copies src into dst like CopyTensor, enqueued on `stream` when either side
+// is on a CUDA device (host sides should be pinned for the copy to be truly
+// asynchronous); a host-to-host copy happens at once. Same errors.
+absl::Status CopyTensorAsync(const TensorView& dst, const TensorView& src, GpuStream stream);
 
 }  // namespace oasr

@@ -1,37 +1,518 @@
 #include "encoder/conformer_encoder.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/half.h"
 #include "common/status.h"
-#include "encoder/cpu_ops.h"
-#include "kernels/residual_add.h"
+#include "kernels/activation.h"
+#include "kernels/causal_conv.h"
+#include "kernels/cpu_math.h"
+#include "kernels/norm.h"
+#include "kernels/rel_pos_attention.h"
+#include "kernels/softmax.h"
 
 namespace oasr::encoder {
-namespace {
 
-// Per-thread scratch that keeps its capacity between calls, so that the
-// steady state allocates (and page-faults) nothing.
-enum Slot {
-  kX, kH, kOut, kHidden, kQkv, kAttn, kQu, kQv, kScores, kConvIn, kConvMid, kConvGlu,
-  kPatches, kAct0, kAct1, kLogProbs, kNewKv, kNumSlots
+using kernels::Activation;
+using kernels::LinearArgs;
+using kernels::LinearOp;
+using kernels::LinearOptions;
+
+struct Norm {
+  const float* scale = nullptr;
+  const float* shift = nullptr;
 };
 
-float* Scratch(Slot slot, int64_t n) {
-  thread_local std::vector<std::vector<float>> slots(kNumSlots);
-  std::vector<float>& v = slots[slot];
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  return v.data();
+struct ConformerEncoder::Layer {
+  LinearOp ff_macaron_w1, ff_macaron_w2, ff_w1, ff_w2, qkv, attn_out, pointwise_conv1,
+      pointwise_conv2;
+  Norm norm_ff_macaron, norm_mha, norm_conv, norm_ff, norm_final, conv_norm;
+  const float* pos_bias_u = nullptr;
+  const float* pos_bias_v = nullptr;
+  const float* linear_pos = nullptr;
+  const float* taps = nullptr;              // [K, d]
+  const float* tap_bias = nullptr;          // [d]
+  const float* glu0 = nullptr;              // [d]
+  std::vector<float> host_taps, host_glu0;  // Backing for the CPU pointers.
+};
+
+struct ConformerEncoder::Buffers {
+  float* x = nullptr;        // [M, d] float32: the residual stream.
+  void* h = nullptr;         // [M, d]: norm outputs.
+  void* hidden = nullptr;    // [M, units]
+  void* qkv = nullptr;       // [M, 3d]
+  void* attn = nullptr;      // [M, d]
+  void* conv_mid = nullptr;  // [M, 2d]
+  void* conv_out = nullptr;  // [M, d]
+  std::vector<void*> sub;    // Each subsampling stage's output [B, h_i, w_i, d].
+  bool ok = false;
+};
+
+absl::Status EncoderOptions::Validate() const {
+  if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 && dtype != DType::kFloat16) {
+    return absl::InvalidArgumentError(absl::StrCat("EncoderOptions.dtype=", DTypeName(dtype),
+                                                   " is not one of float32, bfloat16, float16"));
+  }
+  if (max_table_positions < RelPositionTable::kBlockRows || max_table_positions > (1 << 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EncoderOptions.max_table_positions=", max_table_positions, " is outside [",
+                     RelPositionTable::kBlockRows, ", 2^24]"));
+  }
+  return absl::OkStatus();
 }
 
-void AddScaled(float* y, const float* x, float alpha, int64_t n) {
-  kernels::ResidualAddCpu(kernels::ResidualAddParams{y, x, alpha, n});
+ConformerEncoder::ConformerEncoder(const ConformerModel* model, ExecutionContext* ctx,
+                                   const EncoderOptions& options)
+    : model_(model), ctx_(ctx), options_(options) {}
+
+ConformerEncoder::~ConformerEncoder() = default;
+
+absl::StatusOr<std::unique_ptr<ConformerEncoder>> ConformerEncoder::Create(
+    const ConformerModel* model, ExecutionContext* ctx, const EncoderOptions& options) {
+  if (model == nullptr || ctx == nullptr) {
+    return absl::InvalidArgumentError("ConformerEncoder: model and context are required");
+  }
+  OASR_RETURN_IF_ERROR(options.Validate());
+  if (ctx->device().is_cpu() && options.dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ConformerEncoder: the CPU computes in float32, not ", DTypeName(options.dtype)));
+  }
+  std::unique_ptr<ConformerEncoder> encoder(new ConformerEncoder(model, ctx, options));
+  OASR_RETURN_IF_ERROR(encoder->Init());
+  return encoder;
 }
+
+absl::StatusOr<const float*> ConformerEncoder::Upload(const float* host, int64_t n) {
+  if (!ctx_->is_cuda()) return host;
+  OASR_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({n}, DType::kFloat32, ctx_->device()));
+  OASR_RETURN_IF_ERROR(CopyTensor(
+      t.view(), TensorView(const_cast<float*>(host), DType::kFloat32, {n}, Device::Cpu())));
+  const float* p = t.data<float>();
+  device_tensors_.push_back(std::move(t));
+  return p;
+}
+
+absl::Status ConformerEncoder::Init() {
+  const ModelConfig& c = config();
+  const ConformerWeights& w = model_->weights();
+  const int64_t d = c.output_size, k = c.cnn_module_kernel;
+  kernels::cpu::SetBlasThreads(ctx_->threads().threads());
+
+  auto linear = [&](const LinearWeights& lw, float scale,
+                    Activation act) -> absl::StatusOr<LinearOp> {
+    LinearOptions o;
+    o.dtype = options_.dtype;
+    o.scale = scale;
+    o.activation = act;
+    return LinearOp::Create(lw.weight.data<float>(),
+                            lw.bias.empty() ? nullptr : lw.bias.data<float>(), lw.weight.dim(0),
+                            lw.weight.dim(1), o, *ctx_);
+  };
+  auto norm = [&](const NormWeights& n) -> absl::StatusOr<Norm> {
+    Norm out;
+    OASR_ASSIGN_OR_RETURN(out.scale, Upload(n.scale.data<float>(), n.scale.numel()));
+    OASR_ASSIGN_OR_RETURN(out.shift, Upload(n.shift.data<float>(), n.shift.numel()));
+    return out;
+  };
+
+  for (size_t i = 0; i < w.conv_kernel.size(); ++i) {
+    kernels::Conv2dOptions o;
+    o.in_channels = i == 0 ? 1 : static_cast<int>(d);
+    o.out_channels = static_cast<int>(d);
+    o.kernel = w.conv_kernel[i];
+    o.stride = w.conv_stride[i];
+    o.dtype = options_.dtype;
+    OASR_ASSIGN_OR_RETURN(kernels::Conv2dOp conv,
+                          kernels::Conv2dOp::Create(w.conv_weight[i].data<float>(),
+                                                    w.conv_bias[i].data<float>(), o, *ctx_));
+    subsampling_.push_back(std::move(conv));
+  }
+  OASR_ASSIGN_OR_RETURN(embed_out_,
+                        linear(w.embed_out, std::sqrt(static_cast<float>(d)), Activation::kNone));
+  OASR_ASSIGN_OR_RETURN(ctc_, linear(w.ctc, 1.0f, Activation::kNone));
+  OASR_ASSIGN_OR_RETURN(Norm after, norm(w.after_norm));
+  after_norm_scale_ = after.scale;
+  after_norm_shift_ = after.shift;
+
+  layers_.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const ConformerLayerWeights& lw = w.layers[l];
+    Layer& L = layers_[l];
+    OASR_ASSIGN_OR_RETURN(L.ff_macaron_w1, linear(lw.ff_macaron_w1, 1.0f, Activation::kSwish));
+    OASR_ASSIGN_OR_RETURN(L.ff_macaron_w2, linear(lw.ff_macaron_w2, 0.5f, Activation::kNone));
+    OASR_ASSIGN_OR_RETURN(L.ff_w1, linear(lw.ff_w1, 1.0f, Activation::kSwish));
+    OASR_ASSIGN_OR_RETURN(L.ff_w2, linear(lw.ff_w2, 0.5f, Activation::kNone));
+    OASR_ASSIGN_OR_RETURN(L.qkv, linear(lw.qkv, 1.0f, Activation::kNone));
+    OASR_ASSIGN_OR_RETURN(L.attn_out, linear(lw.attn_out, 1.0f, Activation::kNone));
+    OASR_ASSIGN_OR_RETURN(L.pointwise_conv1, linear(lw.pointwise_conv1, 1.0f, Activation::kNone));
+    OASR_ASSIGN_OR_RETURN(L.pointwise_conv2, linear(lw.pointwise_conv2, 1.0f, Activation::kNone));
+    OASR_ASSIGN_OR_RETURN(L.norm_ff_macaron, norm(lw.norm_ff_macaron));
+    OASR_ASSIGN_OR_RETURN(L.norm_mha, norm(lw.norm_mha));
+    OASR_ASSIGN_OR_RETURN(L.norm_conv, norm(lw.norm_conv));
+    OASR_ASSIGN_OR_RETURN(L.norm_ff, norm(lw.norm_ff));
+    OASR_ASSIGN_OR_RETURN(L.norm_final, norm(lw.norm_final));
+    OASR_ASSIGN_OR_RETURN(L.conv_norm, norm(lw.conv_norm));
+    OASR_ASSIGN_OR_RETURN(L.pos_bias_u, Upload(lw.pos_bias_u.data<float>(), lw.pos_bias_u.numel()));
+    OASR_ASSIGN_OR_RETURN(L.pos_bias_v, Upload(lw.pos_bias_v.data<float>(), lw.pos_bias_v.numel()));
+    OASR_ASSIGN_OR_RETURN(L.linear_pos, Upload(lw.linear_pos.data<float>(), lw.linear_pos.numel()));
+    L.host_taps.resize(static_cast<size_t>(k * d));
+    const float* dw = lw.depthwise_weight.data<float>();
+    for (int64_t ch = 0; ch < d; ++ch) {
+      for (int64_t j = 0; j < k; ++j) L.host_taps[j * d + ch] = dw[ch * k + j];
+    }
+    OASR_ASSIGN_OR_RETURN(L.taps, Upload(L.host_taps.data(), k * d));
+    OASR_ASSIGN_OR_RETURN(L.tap_bias, Upload(lw.depthwise_bias.data<float>(), d));
+    // GLU of pointwise_conv1's bias: what WeNet's zero left padding becomes.
+    L.host_glu0.assign(static_cast<size_t>(d), 0.0f);
+    if (!lw.pointwise_conv1.bias.empty()) {
+      const float* b1 = lw.pointwise_conv1.bias.data<float>();
+      for (int64_t ch = 0; ch < d; ++ch) {
+        L.host_glu0[ch] = b1[ch] / (1.0f + std::exp(-b1[d + ch]));
+      }
+    }
+    OASR_ASSIGN_OR_RETURN(L.glu0, Upload(L.host_glu0.data(), d));
+  }
+  return BuildPositionTable();
+}
+
+absl::Status ConformerEncoder::BuildPositionTable() {
+  const ModelConfig& c = config();
+  const int64_t d = c.output_size, layers = c.num_blocks;
+  if (!ctx_->is_cuda()) {
+    cpu_table_ = std::make_unique<RelPositionTable>(&model_->weights(), static_cast<int>(d),
+                                                    options_.max_table_positions);
+    table_rows_ = cpu_table_->max_positions();
+    return absl::OkStatus();
+  }
+  // CUDA: the whole table at load, [layers, P, d] in the encoder's dtype, by
+  // one float32 GEMM per layer and block of positions.
+  const int64_t block = RelPositionTable::kBlockRows * 16;
+  table_rows_ = (options_.max_table_positions + block - 1) / block * block;
+  OASR_ASSIGN_OR_RETURN(device_table_,
+                        Tensor::Empty({layers, table_rows_, d}, options_.dtype, ctx_->device()));
+  OASR_ASSIGN_OR_RETURN(Tensor pe_host, Tensor::EmptyPinned({block, d}, DType::kFloat32));
+  OASR_ASSIGN_OR_RETURN(Tensor pe, Tensor::Empty({block, d}, DType::kFloat32, ctx_->device()));
+  OASR_ASSIGN_OR_RETURN(Tensor rows, Tensor::Empty({block, d}, DType::kFloat32, ctx_->device()));
+  std::vector<LinearOp> projections;
+  for (int64_t l = 0; l < layers; ++l) {
+    LinearOptions o;  // float32 for the table's exactness, whatever the dtype.
+    OASR_ASSIGN_OR_RETURN(
+        LinearOp op, LinearOp::Create(model_->weights().layers[l].linear_pos.data<float>(), nullptr,
+                                      d, d, o, *ctx_));
+    projections.push_back(std::move(op));
+  }
+  for (int64_t start = 0; start < table_rows_; start += block) {
+    OASR_RETURN_IF_ERROR(ctx_->Synchronize());  // pe_host is reused.
+    for (int64_t r = 0; r < block; ++r) {
+      kernels::SinusoidRow(start + r, static_cast<int>(d), pe_host.data<float>() + r * d);
+    }
+    OASR_RETURN_IF_ERROR(CopyTensorAsync(pe.view(), pe_host.view(), ctx_->stream()));
+    for (int64_t l = 0; l < layers; ++l) {
+      LinearArgs a;
+      a.x = pe.data();
+      a.ldx = d;
+      a.y = rows.data();
+      a.ldy = d;
+      a.m = block;
+      OASR_RETURN_IF_ERROR(projections[l].Run(*ctx_, a));
+      kernels::CastParams cast;
+      cast.in = rows.data();
+      cast.out = static_cast<char*>(device_table_.data()) +
+                 static_cast<size_t>((l * table_rows_ + start) * d) * DTypeSize(options_.dtype);
+      cast.out_dtype = options_.dtype;
+      cast.n = block * d;
+      OASR_RETURN_IF_ERROR(kernels::Cast(*ctx_, cast));
+    }
+  }
+  return ctx_->Synchronize();
+}
+
+int64_t ConformerEncoder::OutputFrames(int64_t feature_frames) const {
+  int64_t t = feature_frames;
+  for (const kernels::Conv2dOp& conv : subsampling_) {
+    t = conv.OutSize(t);
+    if (t == 0) return 0;
+  }
+  return t;
+}
+
+Shape ConformerEncoder::ConvStateShape() const {
+  const ModelConfig& c = config();
+  return Shape{c.num_blocks, c.cnn_module_kernel - 1, c.output_size};
+}
+
+ConformerEncoder::Buffers ConformerEncoder::AllocateBuffers(Arena& arena, int batch,
+                                                            int chunk) const {
+  const ModelConfig& c = config();
+  const size_t es = DTypeSize(options_.dtype);
+  const size_t m = static_cast<size_t>(batch) * chunk;
+  const size_t d = static_cast<size_t>(c.output_size);
+  Buffers b;
+  b.x = static_cast<float*>(arena.Allocate(m * d * sizeof(float)));
+  b.h = arena.Allocate(m * d * es);
+  b.hidden = arena.Allocate(m * static_cast<size_t>(c.linear_units) * es);
+  b.qkv = arena.Allocate(m * 3 * d * es);
+  b.attn = arena.Allocate(m * d * es);
+  b.conv_mid = arena.Allocate(m * 2 * d * es);
+  b.conv_out = arena.Allocate(m * d * es);
+  bool ok = b.x && b.h && b.hidden && b.qkv && b.attn && b.conv_mid && b.conv_out;
+  int64_t h = c.WindowFrames(chunk), w = c.input_dim;
+  for (const kernels::Conv2dOp& conv : subsampling_) {
+    h = conv.OutSize(h);
+    w = conv.OutSize(w);
+    void* p = arena.Allocate(static_cast<size_t>(batch * h * w) * d * es);
+    ok = ok && p != nullptr;
+    b.sub.push_back(p);
+  }
+  b.ok = ok;
+  return b;
+}
+
+size_t ConformerEncoder::WorkspaceBytes(int batch, int chunk) const {
+  Arena measure = Arena::Measuring();
+  (void)AllocateBuffers(measure, batch, chunk);
+  const ModelConfig& c = config();
+  // The subsampling stages take their patch scratch on top, one at a time.
+  size_t conv = 0;
+  int64_t h = c.WindowFrames(chunk), w = c.input_dim;
+  for (const kernels::Conv2dOp& op : subsampling_) {
+    conv = std::max(conv, op.WorkspaceBytes(*ctx_, batch, h, w));
+    h = op.OutSize(h);
+    w = op.OutSize(w);
+  }
+  return measure.peak() + conv + Arena::kAlignment;
+}
+
+absl::Status ConformerEncoder::CheckInputs(const CohortInputs& in, const PagedKv& kv,
+                                           const ConvStates& conv) const {
+  const ModelConfig& c = config();
+  if (in.batch < 0 || in.chunk < 1 || in.feats == nullptr || in.slots == nullptr ||
+      in.frames == nullptr || in.offsets == nullptr || in.host_slots == nullptr ||
+      in.host_frames == nullptr || in.host_offsets == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cohort: batch ", in.batch, ", chunk ", in.chunk,
+                                                   " (feats and every row array are required)"));
+  }
+  if (OutputFrames(c.WindowFrames(in.chunk)) != in.chunk) {
+    return absl::InvalidArgumentError(absl::StrCat("cohort: a window of ", c.WindowFrames(in.chunk),
+                                                   " frames does not give chunk ", in.chunk));
+  }
+  if (kv.k == nullptr || kv.v == nullptr || kv.block_table == nullptr || kv.cache_lens == nullptr ||
+      kv.host_block_table == nullptr || kv.host_cache_lens == nullptr || kv.block_size < 1 ||
+      kv.num_blocks < 1 || kv.table_stride < 1) {
+    return absl::InvalidArgumentError("cohort: the K/V pool and its tables are required");
+  }
+  if (conv.data == nullptr || conv.num_slots < 1) {
+    return absl::InvalidArgumentError("cohort: the conv states are required");
+  }
+  for (int b = 0; b < in.batch; ++b) {
+    const int32_t slot = in.host_slots[b], frames = in.host_frames[b];
+    if (slot < 0 || slot >= conv.num_slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cohort row ", b, ": slot ", slot, " is outside [0, ", conv.num_slots, ")"));
+    }
+    if (frames < 1 || frames > in.chunk) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cohort row ", b, ": frames ", frames, " is outside [1, ", in.chunk, "]"));
+    }
+    const int64_t t1 = kv.host_cache_lens[slot];
+    if (t1 < 0 || in.host_offsets[b] < t1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cohort row ", b, ": offset ", in.host_offsets[b],
+                       " is below the cache length ", t1, " (or the length is negative)"));
+    }
+    const int64_t used = (t1 + frames + kv.block_size - 1) / kv.block_size;
+    if (used > kv.table_stride) {
+      return absl::InvalidArgumentError(absl::StrCat("cohort row ", b, ": ", t1 + frames,
+                                                     " positions need ", used,
+                                                     " blocks, the table has ", kv.table_stride));
+    }
+    const int32_t* row = kv.host_block_table + static_cast<int64_t>(slot) * kv.table_stride;
+    for (int64_t i = 0; i < used; ++i) {
+      if (row[i] < 0 || row[i] >= kv.num_blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cohort row ", b, ": block_table[", i, "] = ", row[i], " is outside [0, ",
+                         kv.num_blocks, ") (positions up to ", t1 + frames, " need ", used,
+                         " reserved blocks)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const PagedKv& kv,
+                                             const ConvStates& conv, float* log_probs) {
+  if (in.batch == 0) return absl::OkStatus();
+  OASR_RETURN_IF_ERROR(CheckInputs(in, kv, conv));
+  const ModelConfig& c = config();
+  const ConformerWeights& w = model_->weights();
+  const int64_t d = c.output_size, heads = c.attention_heads, dk = c.head_dim();
+  const int64_t units = c.linear_units, vocab = c.output_dim, k1 = c.cnn_module_kernel - 1;
+  const int64_t m = int64_t{in.batch} * in.chunk;
+  const DType dt = options_.dtype;
+  ExecutionContext& ctx = *ctx_;
+
+  if (cpu_table_ != nullptr) {
+    int64_t max_end = 0;
+    for (int b = 0; b < in.batch; ++b) {
+      max_end = std::max<int64_t>(max_end, int64_t{in.host_offsets[b]} + in.host_frames[b]);
+    }
+    cpu_table_->Ensure(max_end);
+  }
+
+  Arena& arena = ctx.workspace();
+  const size_t mark = arena.mark();
+  Buffers buf = AllocateBuffers(arena, in.batch, in.chunk);
+  if (!buf.ok) {
+    arena.Rewind(mark);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cohort of ", in.batch, " rows: the workspace holds ", arena.capacity(), " bytes, ",
+        WorkspaceBytes(in.batch, in.chunk), " are needed (reserve WorkspaceBytes at start-up)"));
+  }
+  absl::Status status = [&]() -> absl::Status {
+    // Subsampling: [B, window, F] -> ... -> [B, chunk, F' * d] -> x [M, d].
+    const void* src = in.feats;
+    DType src_dtype = DType::kFloat32;
+    int64_t h = c.WindowFrames(in.chunk), wf = c.input_dim;
+    for (size_t i = 0; i < subsampling_.size(); ++i) {
+      kernels::Conv2dArgs a;
+      a.in = src;
+      a.in_dtype = src_dtype;
+      a.n = in.batch;
+      a.h = h;
+      a.w = wf;
+      a.out = buf.sub[i];
+      OASR_RETURN_IF_ERROR(subsampling_[i].Run(ctx, a));
+      src = buf.sub[i];
+      src_dtype = dt;
+      h = subsampling_[i].OutSize(h);
+      wf = subsampling_[i].OutSize(wf);
+    }
+    auto run = [&](const LinearOp& op, const void* x, int64_t ldx, void* y, int64_t ldy,
+                   DType y_dtype, bool accumulate) {
+      LinearArgs a;
+      a.x = x;
+      a.ldx = ldx;
+      a.y = y;
+      a.ldy = ldy;
+      a.y_dtype = y_dtype;
+      a.m = m;
+      a.accumulate = accumulate;
+      return op.Run(ctx, a);
+    };
+    OASR_RETURN_IF_ERROR(run(embed_out_, src, wf * d, buf.x, d, DType::kFloat32, false));
+    auto norm = [&](const Norm& n, void* out, DType out_dtype) {
+      kernels::LayerNormParams p;
+      p.x = buf.x;
+      p.x_dtype = DType::kFloat32;
+      p.ldx = d;
+      p.scale = n.scale;
+      p.shift = n.shift;
+      p.out = out;
+      p.out_dtype = out_dtype;
+      p.ldo = d;
+      p.rows = m;
+      p.d = d;
+      return kernels::LayerNorm(ctx, p);
+    };
+    auto feed_forward = [&](const Norm& n, const LinearOp& w1, const LinearOp& w2) -> absl::Status {
+      OASR_RETURN_IF_ERROR(norm(n, buf.h, dt));
+      OASR_RETURN_IF_ERROR(run(w1, buf.h, d, buf.hidden, units, dt, false));
+      return run(w2, buf.hidden, units, buf.x, d, DType::kFloat32, true);
+    };
+    const size_t es = DTypeSize(dt);
+    const size_t pool_layer = static_cast<size_t>(kv.num_blocks) * kv.block_size * d * es;
+    const size_t state_layer = static_cast<size_t>(conv.num_slots * k1 * d) * es;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const Layer& L = layers_[l];
+      OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff_macaron, L.ff_macaron_w1, L.ff_macaron_w2));
+
+      OASR_RETURN_IF_ERROR(norm(L.norm_mha, buf.h, dt));
+      OASR_RETURN_IF_ERROR(run(L.qkv, buf.h, d, buf.qkv, 3 * d, dt, false));
+      kernels::PagedAttentionParams ap;
+      ap.qkv = buf.qkv;
+      ap.ld_qkv = 3 * d;
+      ap.dtype = dt;
+      ap.pos_bias_u = L.pos_bias_u;
+      ap.pos_bias_v = L.pos_bias_v;
+      ap.k_pool = static_cast<char*>(kv.k) + l * pool_layer;
+      ap.v_pool = static_cast<char*>(kv.v) + l * pool_layer;
+      ap.num_blocks = kv.num_blocks;
+      ap.block_size = kv.block_size;
+      ap.block_table = kv.block_table;
+      ap.table_stride = kv.table_stride;
+      ap.cache_lens = kv.cache_lens;
+      ap.slots = in.slots;
+      ap.frames = in.frames;
+      ap.offsets = in.offsets;
+      if (cpu_table_ != nullptr) {
+        ap.pos_table = cpu_table_->layer(static_cast<int>(l));
+        ap.pos_dtype = DType::kFloat32;
+      } else {
+        ap.pos_table = static_cast<const char*>(device_table_.data()) +
+                       static_cast<size_t>(l * table_rows_ * d) * es;
+        ap.pos_dtype = dt;
+      }
+      ap.pos_rows = table_rows_;
+      ap.linear_pos = L.linear_pos;
+      ap.out = buf.attn;
+      ap.ldo = d;
+      ap.batch = in.batch;
+      ap.chunk = in.chunk;
+      ap.heads = static_cast<int>(heads);
+      ap.d_k = static_cast<int>(dk);
+      OASR_RETURN_IF_ERROR(kernels::PagedAttention(ctx, ap));
+      OASR_RETURN_IF_ERROR(run(L.attn_out, buf.attn, d, buf.x, d, DType::kFloat32, true));
+
+      OASR_RETURN_IF_ERROR(norm(L.norm_conv, buf.h, dt));
+      OASR_RETURN_IF_ERROR(run(L.pointwise_conv1, buf.h, d, buf.conv_mid, 2 * d, dt, false));
+      kernels::CausalConvParams cp;
+      cp.in = buf.conv_mid;
+      cp.ld_in = 2 * d;
+      cp.dtype = dt;
+      cp.state = static_cast<char*>(conv.data) + l * state_layer;
+      cp.state_slot_stride = k1 * d;
+      cp.glu0 = L.glu0;
+      cp.slots = in.slots;
+      cp.frames = in.frames;
+      cp.taps = L.taps;
+      cp.tap_bias = L.tap_bias;
+      cp.layer_norm = c.cnn_module_norm == ConvNorm::kLayerNorm;
+      cp.norm_scale = L.conv_norm.scale;
+      cp.norm_shift = L.conv_norm.shift;
+      cp.out = buf.conv_out;
+      cp.ldo = d;
+      cp.batch = in.batch;
+      cp.chunk = in.chunk;
+      cp.d = static_cast<int>(d);
+      cp.kernel = static_cast<int>(k1 + 1);
+      OASR_RETURN_IF_ERROR(kernels::CausalConv(ctx, cp));
+      OASR_RETURN_IF_ERROR(
+          run(L.pointwise_conv2, buf.conv_out, d, buf.x, d, DType::kFloat32, true));
+
+      OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff, L.ff_w1, L.ff_w2));
+      OASR_RETURN_IF_ERROR(norm(L.norm_final, buf.x, DType::kFloat32));
+    }
+    (void)w;
+    OASR_RETURN_IF_ERROR(norm(Norm{after_norm_scale_, after_norm_shift_}, buf.h, dt));
+    OASR_RETURN_IF_ERROR(run(ctc_, buf.h, d, log_probs, vocab, DType::kFloat32, false));
+    kernels::LogSoftmaxParams ls;
+    ls.x = log_probs;
+    ls.rows = m;
+    ls.n = vocab;
+    ls.ld = vocab;
+    return kernels::LogSoftmax(ctx, ls);
+  }();
+  arena.Rewind(mark);
+  return status;
+}
+
+// --- Dense caches ------------------------------------------------------------
+
+namespace {
 
 absl::Status ShapeError(int index, const char* name, const Shape& got, const std::string& want) {
   return absl::InvalidArgumentError(absl::StrCat("chunk input ", index, ": ", name, " has shape ",
@@ -40,306 +521,49 @@ absl::Status ShapeError(int index, const char* name, const Shape& got, const std
 
 absl::Status CheckCpuFloat(int index, const char* name, const TensorView& v) {
   if (v.dtype() != DType::kFloat32 || !v.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk input ", index, ": ", name,
-                                                   " must be float32 on the CPU, got ",
-                                                   DTypeName(v.dtype()), " on ",
-                                                   v.device().ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk input ", index, ": ", name, " must be float32 on the CPU, got ",
+                     DTypeName(v.dtype()), " on ", v.device().ToString()));
   }
   return absl::OkStatus();
+}
+
+// A host float32 buffer moved to the context's device in `dtype`.
+absl::StatusOr<Tensor> ToDevice(ExecutionContext& ctx, const std::vector<float>& host,
+                                DType dtype) {
+  const int64_t n = static_cast<int64_t>(host.size());
+  OASR_ASSIGN_OR_RETURN(Tensor staged, Tensor::Empty({n}, dtype));
+  ConvertFromFloat(host.data(), n, dtype, staged.data());
+  if (!ctx.is_cuda()) return staged;
+  OASR_ASSIGN_OR_RETURN(Tensor dev, Tensor::Empty({n}, dtype, ctx.device()));
+  OASR_RETURN_IF_ERROR(CopyTensorAsync(dev.view(), staged.view(), ctx.stream()));
+  OASR_RETURN_IF_ERROR(ctx.Synchronize());
+  return dev;
+}
+
+absl::StatusOr<Tensor> IntsToDevice(ExecutionContext& ctx, const std::vector<int32_t>& host) {
+  const int64_t n = static_cast<int64_t>(host.size());
+  OASR_ASSIGN_OR_RETURN(Tensor dev,
+                        Tensor::Empty({std::max<int64_t>(n, 1)}, DType::kInt32, ctx.device()));
+  if (n > 0) {
+    OASR_RETURN_IF_ERROR(CopyTensor(
+        dev.view().Slice(0, n),
+        TensorView(const_cast<int32_t*>(host.data()), DType::kInt32, {n}, Device::Cpu())));
+  }
+  return dev;
+}
+
+// The values of a device tensor in `dtype`, as host floats.
+absl::StatusOr<std::vector<float>> ToHost(ExecutionContext& ctx, const Tensor& dev, DType dtype) {
+  OASR_RETURN_IF_ERROR(ctx.Synchronize());
+  OASR_ASSIGN_OR_RETURN(Tensor staged, Tensor::Empty(dev.shape(), dtype));
+  OASR_RETURN_IF_ERROR(CopyTensor(staged.view(), dev.view()));
+  std::vector<float> out(static_cast<size_t>(dev.numel()));
+  ConvertToFloat(staged.data(), dev.numel(), dtype, out.data());
+  return out;
 }
 
 }  // namespace
-
-absl::Status EncoderOptions::Validate() const {
-  if (num_threads < 1 || num_threads > 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("EncoderOptions.num_threads=", num_threads, " is outside [1, 256]"));
-  }
-  if (max_table_positions < RelPositionTable::kBlockRows || max_table_positions > (1 << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat("EncoderOptions.max_table_positions=",
-                                                   max_table_positions, " is outside [",
-                                                   RelPositionTable::kBlockRows, ", 2^24]"));
-  }
-  return absl::OkStatus();
-}
-
-ConformerEncoder::ConformerEncoder(const ConformerModel* model, const EncoderOptions& options)
-    : model_(model), options_(options) {
-  const ModelConfig& c = model->config();
-  const int d = c.output_size, k = c.cnn_module_kernel;
-  for (const ConformerLayerWeights& layer : model->weights().layers) {
-    packed_.push_back(PackedLayer{PackedLinear(layer.ff_macaron_w1), PackedLinear(layer.ff_macaron_w2),
-                                  PackedLinear(layer.ff_w1), PackedLinear(layer.ff_w2),
-                                  PackedLinear(layer.qkv), PackedLinear(layer.attn_out),
-                                  PackedLinear(layer.pointwise_conv1),
-                                  PackedLinear(layer.pointwise_conv2)});
-    std::vector<float> t(static_cast<size_t>(k) * d);
-    const float* w = layer.depthwise_weight.data<float>();
-    for (int ch = 0; ch < d; ++ch)
-      for (int j = 0; j < k; ++j) t[static_cast<size_t>(j) * d + ch] = w[ch * k + j];
-    depthwise_t_.push_back(std::move(t));
-  }
-  embed_out_ = PackedLinear(model->weights().embed_out);
-  ctc_ = PackedLinear(model->weights().ctc);
-  table_ = std::make_unique<RelPositionTable>(&model->weights(), d, options.max_table_positions);
-  pool_ = std::make_unique<ThreadPool>(options.num_threads);
-}
-
-void ConformerEncoder::Linear(const PackedLinear& w, const float* x, int64_t m, int64_t ldx,
-                              float* y, int64_t ldy, bool accumulate) const {
-  // Below ~1M multiply-adds a fork-join costs more than it saves.
-  constexpr int64_t kMinWork = 1 << 20;
-  const int64_t panels = w.num_panels();
-  const int64_t parts = std::min<int64_t>(pool_->threads(), panels);
-  if (parts <= 1 || m * w.in_features() * w.out_features() < kMinWork) {
-    w.Forward(x, m, ldx, y, ldy, accumulate);
-    return;
-  }
-  pool_->ParallelFor(parts, [&](int64_t i) {
-    w.ForwardPanels(x, m, ldx, y, ldy, accumulate, panels * i / parts, panels * (i + 1) / parts);
-  });
-}
-
-void ConformerEncoder::HalfFeedForward(const PackedLinear& w1, const PackedLinear& w2,
-                                       const float* x, int64_t m, float* hidden, float* out,
-                                       float* y) const {
-  const int64_t units = w1.out_features(), d = w2.out_features();
-  Linear(w1, x, m, d, hidden, units);
-  pool_->ParallelFor(pool_->threads(), [&](int64_t i) {
-    const int64_t begin = m * i / pool_->threads(), end = m * (i + 1) / pool_->threads();
-    cpu::SwishInPlace(hidden + begin * units, (end - begin) * units);
-  });
-  Linear(w2, hidden, m, units, out, d);
-  AddScaled(y, out, 0.5f, m * d);
-}
-
-absl::StatusOr<std::unique_ptr<ConformerEncoder>> ConformerEncoder::Create(
-    const ConformerModel* model, const EncoderOptions& options) {
-  if (model == nullptr) return absl::InvalidArgumentError("ConformerEncoder: model is null");
-  OASR_RETURN_IF_ERROR(options.Validate());
-  openblas_set_num_threads(options.num_threads);
-  return std::unique_ptr<ConformerEncoder>(new ConformerEncoder(model, options));
-}
-
-int64_t ConformerEncoder::OutputFrames(int64_t feature_frames) const {
-  const ConformerWeights& w = model_->weights();
-  int64_t t = feature_frames;
-  for (size_t i = 0; i < w.conv_kernel.size(); ++i) {
-    if (t < w.conv_kernel[i]) return 0;
-    t = (t - w.conv_kernel[i]) / w.conv_stride[i] + 1;
-  }
-  return t;
-}
-
-void ConformerEncoder::Subsample(const float* feats, int64_t feat_frames, float* out) const {
-  const ConformerWeights& w = model_->weights();
-  const int64_t d = config().output_size;
-  int64_t t_in = feat_frames, f_in = config().input_dim, ch = 1;
-  const float* src = feats;
-  Slot act_slot = kAct0;
-  for (size_t i = 0; i < w.conv_kernel.size(); ++i) {
-    const int64_t k = w.conv_kernel[i], s = w.conv_stride[i];
-    const int64_t t_out = (t_in - k) / s + 1, f_out = (f_in - k) / s + 1;
-    const int64_t patch = k * k * ch;
-    float* patches = Scratch(kPatches, t_out * f_out * patch);
-    for (int64_t t = 0; t < t_out; ++t) {
-      for (int64_t f = 0; f < f_out; ++f) {
-        float* dst = patches + (t * f_out + f) * patch;
-        for (int64_t a = 0; a < k; ++a) {
-          // k consecutive frequency cells of one time row are contiguous.
-          const float* row = src + ((t * s + a) * f_in + f * s) * ch;
-          std::memcpy(dst + a * k * ch, row, static_cast<size_t>(k * ch) * sizeof(float));
-        }
-      }
-    }
-    float* next = Scratch(act_slot, t_out * f_out * d);
-    cpu::GemmNT(t_out * f_out, d, patch, 1.0f, patches, patch, w.conv_weight[i].data<float>(),
-                patch, 0.0f, next, d);
-    const float* bias = w.conv_bias[i].data<float>();
-    for (int64_t r = 0; r < t_out * f_out; ++r) {
-      float* row = next + r * d;
-      for (int64_t j = 0; j < d; ++j) row[j] = std::max(row[j] + bias[j], 0.0f);
-    }
-    src = next;
-    act_slot = act_slot == kAct0 ? kAct1 : kAct0;
-    t_in = t_out;
-    f_in = f_out;
-    ch = d;
-  }
-  Linear(embed_out_, src, t_in, f_in * d, out, d);
-  const float scale = std::sqrt(static_cast<float>(d));
-  for (int64_t i = 0; i < t_in * d; ++i) out[i] *= scale;
-}
-
-absl::Status ConformerEncoder::ForwardCohort(const std::vector<CohortStream>& streams,
-                                             float* log_probs, float* new_kv) const {
-  const ModelConfig& c = config();
-  const ConformerWeights& w = model_->weights();
-  const int64_t d = c.output_size, heads = c.attention_heads, dk = c.head_dim();
-  const int64_t k1 = c.cnn_module_kernel - 1, units = c.linear_units;
-  const int layers = c.num_blocks;
-  const int64_t nb = static_cast<int64_t>(streams.size());
-
-  // Row layout: stream b owns rows [begin[b], begin[b] + rows[b]) of the
-  // stacked activations and rows [begin[b] + b * k1, ...) of the conv input.
-  std::vector<int64_t> rows(nb), begin(nb), pos_start(nb), pos_end(nb);
-  int64_t m = 0, max_keys = 0, max_end = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const CohortStream& s = streams[b];
-    rows[b] = OutputFrames(s.feat_frames);
-    const int64_t t1 = s.history->length();
-    if (rows[b] < 1 || t1 > s.offset || s.offset < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cohort stream ", b, ": ", s.feat_frames, " feature frames, offset ", s.offset,
-          ", history ", t1, " (need >= ", c.right_context() + 1, " frames and history <= offset)"));
-    }
-    begin[b] = m;
-    m += rows[b];
-    pos_start[b] = s.offset - t1;
-    pos_end[b] = s.offset + rows[b];
-    max_keys = std::max(max_keys, t1 + rows[b]);
-    max_end = std::max(max_end, pos_end[b]);
-  }
-  const int64_t m_conv = m + nb * k1;
-
-  const int64_t max_rows = *std::max_element(rows.begin(), rows.end());
-  float* x = Scratch(kX, m * d);
-  float* h = Scratch(kH, m * d);
-  float* out = Scratch(kOut, m * d);
-  float* hidden = Scratch(kHidden, m * units);
-  float* qkv = Scratch(kQkv, m * 3 * d);
-  float* attn = Scratch(kAttn, m * d);
-  float* conv_in = Scratch(kConvIn, m_conv * d);
-  float* conv_mid = Scratch(kConvMid, m_conv * 2 * d);
-  float* conv_glu = Scratch(kConvGlu, m_conv * d);
-
-  for (int64_t b = 0; b < nb; ++b) Subsample(streams[b].feats, streams[b].feat_frames, x + begin[b] * d);
-
-  // Position rows: from the shared table below its limit, projected here above.
-  table_->Ensure(max_end);
-  const int64_t table_end = table_->max_positions();
-  std::vector<std::vector<float>> extra_pos(nb);
-  std::vector<int64_t> extra_base(nb, 0);
-  for (int64_t b = 0; b < nb; ++b) {
-    if (pos_end[b] <= table_end) continue;
-    extra_base[b] = std::max(pos_start[b], table_end);
-    const int64_t n = pos_end[b] - extra_base[b];
-    extra_pos[b].resize(static_cast<size_t>(layers * n * d));
-    table_->ProjectRows(extra_base[b], n, extra_pos[b].data());
-  }
-
-  for (int l = 0; l < layers; ++l) {
-    const ConformerLayerWeights& lw = w.layers[l];
-    const PackedLayer& pw = packed_[l];
-    // Macaron feed-forward.
-    cpu::LayerNormRows(x, m, d, d, lw.norm_ff_macaron, h, d);
-    HalfFeedForward(pw.ff_macaron_w1, pw.ff_macaron_w2, h, m, hidden, out, x);
-
-    // Self-attention.
-    cpu::LayerNormRows(x, m, d, d, lw.norm_mha, h, d);
-    Linear(pw.qkv, h, m, d, qkv, 3 * d);
-    float* kv_out = new_kv + static_cast<int64_t>(l) * m * 2 * d;
-    for (int64_t r = 0; r < m; ++r) {
-      std::memcpy(kv_out + r * 2 * d, qkv + r * 3 * d + d, 2 * d * sizeof(float));
-    }
-    const float* u = lw.pos_bias_u.data<float>();
-    const float* v = lw.pos_bias_v.data<float>();
-    pool_->ParallelFor(nb * heads, [&](int64_t task) {
-      const int64_t b = task / heads, head = task % heads;
-      // Scratch of the thread running this task.
-      float* q_u = Scratch(kQu, max_rows * dk);
-      float* q_v = Scratch(kQv, max_rows * dk);
-      float* scores = Scratch(kScores, max_keys * max_rows);
-      thread_local std::vector<KvSegment> kv;
-      thread_local std::vector<PosSegment> pos;
-      const float* q_rows = qkv + begin[b] * 3 * d;
-      for (int64_t r = 0; r < rows[b]; ++r) {
-        const float* q = q_rows + r * 3 * d + head * dk;
-        for (int64_t j = 0; j < dk; ++j) {
-          q_u[r * dk + j] = q[j] + u[head * dk + j];
-          q_v[r * dk + j] = q[j] + v[head * dk + j];
-        }
-      }
-      kv.clear();
-      streams[b].history->AppendSegments(l, static_cast<int>(head), &kv);
-      kv.push_back(KvSegment{q_rows + d + head * dk, q_rows + 2 * d + head * dk, rows[b], 3 * d});
-      pos.clear();
-      for (int64_t p = pos_start[b]; p < pos_end[b];) {
-        if (p < table_end) {
-          int64_t contiguous = 0;
-          const float* row = table_->Rows(l, p, &contiguous);
-          const int64_t n = std::min({contiguous, pos_end[b] - p, table_end - p});
-          pos.push_back(PosSegment{row + head * dk, n, d});
-          p += n;
-        } else {
-          const int64_t n_extra = pos_end[b] - extra_base[b];
-          const float* row = extra_pos[b].data() + (l * n_extra + (p - extra_base[b])) * d;
-          pos.push_back(PosSegment{row + head * dk, pos_end[b] - p, d});
-          p = pos_end[b];
-        }
-      }
-      RelPosAttentionParams params;
-      params.q_u = q_u;
-      params.q_v = q_v;
-      params.ldq = dk;
-      params.queries = rows[b];
-      params.d_k = dk;
-      params.kv = kv.data();
-      params.num_kv = static_cast<int>(kv.size());
-      params.pos = pos.data();
-      params.num_pos = static_cast<int>(pos.size());
-      params.out = attn + begin[b] * d + head * dk;
-      params.ldo = d;
-      params.scores = scores;
-      RelPosAttentionCpu(params);
-    });
-    Linear(pw.attn_out, attn, m, d, x, d, /*accumulate=*/true);
-
-    // Convolution module: each stream's cached rows, then its new rows.
-    cpu::LayerNormRows(x, m, d, d, lw.norm_conv, h, d);
-    for (int64_t b = 0; b < nb; ++b) {
-      float* g = conv_in + (begin[b] + b * k1) * d;
-      std::memcpy(g, streams[b].cnn_cache + l * k1 * d, k1 * d * sizeof(float));
-      std::memcpy(g + k1 * d, h + begin[b] * d, rows[b] * d * sizeof(float));
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* g = conv_in + (begin[b] + b * k1) * d;
-      std::memcpy(streams[b].cnn_cache_out + l * k1 * d, g + rows[b] * d, k1 * d * sizeof(float));
-    }
-    Linear(pw.pointwise_conv1, conv_in, m_conv, d, conv_mid, 2 * d);
-    cpu::GluRows(conv_mid, m_conv, d, conv_glu);
-    const float* dw = depthwise_t_[l].data();
-    const float* dw_bias = lw.depthwise_bias.data<float>();
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* g = conv_glu + (begin[b] + b * k1) * d;
-      for (int64_t t = 0; t < rows[b]; ++t) {
-        float* o = out + (begin[b] + t) * d;
-        std::copy(dw_bias, dw_bias + d, o);
-        for (int64_t j = 0; j <= k1; ++j) {
-          const float* in = g + (t + j) * d;
-          const float* wj = dw + j * d;
-          for (int64_t ch = 0; ch < d; ++ch) o[ch] += wj[ch] * in[ch];
-        }
-      }
-    }
-    if (c.cnn_module_norm == ConvNorm::kLayerNorm) {
-      cpu::LayerNormRows(out, m, d, d, lw.conv_norm, out, d);
-    } else {
-      cpu::AffineRows(out, m, d, d, lw.conv_norm);
-    }
-    cpu::SwishInPlace(out, m * d);
-    Linear(pw.pointwise_conv2, out, m, d, x, d, /*accumulate=*/true);
-
-    // Feed-forward, then the layer's final norm.
-    cpu::LayerNormRows(x, m, d, d, lw.norm_ff, h, d);
-    HalfFeedForward(pw.ff_w1, pw.ff_w2, h, m, hidden, out, x);
-    cpu::LayerNormRows(x, m, d, d, lw.norm_final, x, d);
-  }
-  cpu::LayerNormRows(x, m, d, d, w.after_norm, x, d);
-  Linear(ctc_, x, m, d, log_probs, c.output_dim);
-  cpu::LogSoftmaxRows(log_probs, m, c.output_dim);
-  return absl::OkStatus();
-}
 
 absl::Status ConformerEncoder::ValidateDense(const DenseChunkInput& in, int index) const {
   const ModelConfig& c = config();
@@ -357,14 +581,15 @@ absl::Status ConformerEncoder::ValidateDense(const DenseChunkInput& in, int inde
   const Shape& a = in.att_cache.shape();
   if (a.rank() != 4 || a[0] != layers || a[1] != heads || a[3] != 2 * dk ||
       (a[2] > 0 && in.att_cache.empty())) {
-    return ShapeError(index, "att_cache", a, absl::StrCat("[", layers, ", ", heads, ", t1, ", 2 * dk, "]"));
+    return ShapeError(index, "att_cache", a,
+                      absl::StrCat("[", layers, ", ", heads, ", t1, ", 2 * dk, "]"));
   }
   if (in.offset < a[2]) {
     return absl::InvalidArgumentError(absl::StrCat("chunk input ", index, ": offset ", in.offset,
                                                    " is below the cache length ", a[2]));
   }
   OASR_RETURN_IF_ERROR(CheckCpuFloat(index, "cnn_cache", in.cnn_cache));
-  const Shape want_cnn{layers, c.cnn_module_kernel - 1, c.output_size};
+  const Shape want_cnn = ConvStateShape();
   if (!(in.cnn_cache.shape() == want_cnn) || in.cnn_cache.empty()) {
     return ShapeError(index, "cnn_cache", in.cnn_cache.shape(), want_cnn.ToString());
   }
@@ -372,178 +597,157 @@ absl::Status ConformerEncoder::ValidateDense(const DenseChunkInput& in, int inde
 }
 
 absl::StatusOr<DenseChunkOutput> ConformerEncoder::ForwardChunk(const DenseChunkInput& input,
-                                                                int required_cache_size) const {
+                                                                int required_cache_size) {
   OASR_ASSIGN_OR_RETURN(std::vector<DenseChunkOutput> out,
                         ForwardChunks({input}, required_cache_size));
   return std::move(out[0]);
 }
 
 absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
-    const std::vector<DenseChunkInput>& inputs, int required_cache_size) const {
+    const std::vector<DenseChunkInput>& inputs, int required_cache_size) {
   const ModelConfig& c = config();
   const int64_t layers = c.num_blocks, heads = c.attention_heads, dk = c.head_dim();
-  const int64_t d = c.output_size, vocab = c.output_dim;
+  const int64_t d = c.output_size, vocab = c.output_dim, k1 = c.cnn_module_kernel - 1;
+  const int64_t feat_dim = c.input_dim;
   if (required_cache_size < -1) {
     return absl::InvalidArgumentError(
         absl::StrCat("required_cache_size=", required_cache_size, " must be >= -1"));
   }
-  std::vector<DenseAttentionHistory> histories;
-  histories.reserve(inputs.size());
-  std::vector<CohortStream> streams(inputs.size());
-  std::vector<DenseChunkOutput> outputs(inputs.size());
-  int64_t m = 0;
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    const DenseChunkInput& in = inputs[b];
-    OASR_RETURN_IF_ERROR(ValidateDense(in, static_cast<int>(b)));
-    histories.emplace_back(static_cast<const float*>(in.att_cache.data()),
-                           static_cast<int>(heads), in.att_cache.dim(2), dk);
-    OASR_ASSIGN_OR_RETURN(outputs[b].cnn_cache,
-                          Tensor::Empty(in.cnn_cache.shape(), DType::kFloat32));
-    streams[b] = CohortStream{in.feats.data<float>(), in.feats.dim(0), in.offset, &histories[b],
-                              in.cnn_cache.data<float>(), outputs[b].cnn_cache.data<float>()};
-    m += OutputFrames(in.feats.dim(0));
+  const int batch = static_cast<int>(inputs.size());
+  if (batch == 0) return std::vector<DenseChunkOutput>();
+  int chunk = 0;
+  for (int b = 0; b < batch; ++b) {
+    OASR_RETURN_IF_ERROR(ValidateDense(inputs[b], b));
+    chunk = std::max<int>(chunk, static_cast<int>(OutputFrames(inputs[b].feats.dim(0))));
   }
-  float* log_probs = Scratch(kLogProbs, m * vocab);
-  float* new_kv = Scratch(kNewKv, layers * m * 2 * d);
-  OASR_RETURN_IF_ERROR(ForwardCohort(streams, log_probs, new_kv));
-
-  int64_t row = 0;
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    const int64_t rows = OutputFrames(inputs[b].feats.dim(0));
+  // A private pool: row b owns blocks [first[b], first[b] + blocks[b]) of
+  // `chunk` frames, holding its history, then the chunk.
+  const int64_t window = c.WindowFrames(chunk), bs = chunk;
+  std::vector<int32_t> slots(batch), frames(batch), offsets(batch), lens(batch);
+  std::vector<int64_t> first(batch);
+  int64_t total_blocks = 0, width = 1;
+  for (int b = 0; b < batch; ++b) {
     const int64_t t1 = inputs[b].att_cache.dim(2);
-    DenseChunkOutput& o = outputs[b];
-    OASR_ASSIGN_OR_RETURN(o.log_probs, Tensor::Empty({rows, vocab}, DType::kFloat32));
-    std::memcpy(o.log_probs.data(), log_probs + row * vocab, o.log_probs.nbytes());
-    // Keep the last `keep` of the t1 + rows keys, as WeNet's forward_chunk.
-    const int64_t total = t1 + rows;
-    const int64_t keep = required_cache_size < 0 ? total : std::min<int64_t>(total, required_cache_size);
-    OASR_ASSIGN_OR_RETURN(o.att_cache, Tensor::Empty({layers, heads, keep, 2 * dk}, DType::kFloat32));
-    const float* old_cache = static_cast<const float*>(inputs[b].att_cache.data());
-    float* dst = o.att_cache.data<float>();
+    slots[b] = b;
+    frames[b] = static_cast<int32_t>(OutputFrames(inputs[b].feats.dim(0)));
+    offsets[b] = static_cast<int32_t>(inputs[b].offset);
+    lens[b] = static_cast<int32_t>(t1);
+    const int64_t blocks = (t1 + frames[b] + bs - 1) / bs;
+    first[b] = total_blocks;
+    total_blocks += blocks;
+    width = std::max(width, blocks);
+  }
+  std::vector<int32_t> table(static_cast<size_t>(batch * width), 0);
+  for (int b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j * bs < lens[b] + frames[b]; ++j) {
+      table[b * width + j] = static_cast<int32_t>(first[b] + j);
+    }
+  }
+  const int64_t row_floats = heads * dk;  // One frame of one layer in the pool.
+  std::vector<float> k_host(static_cast<size_t>(layers * total_blocks * bs * row_floats), 0.0f);
+  std::vector<float> v_host(k_host.size(), 0.0f);
+  auto pool_at = [&](int64_t l, int b, int64_t pos) {
+    return ((l * total_blocks + first[b] + pos / bs) * bs + pos % bs) * row_floats;
+  };
+  for (int b = 0; b < batch; ++b) {
+    const float* cache = inputs[b].att_cache.data<float>();
     for (int64_t l = 0; l < layers; ++l) {
-      for (int64_t head = 0; head < heads; ++head) {
-        for (int64_t i = total - keep; i < total; ++i, dst += 2 * dk) {
-          if (i < t1) {
-            std::memcpy(dst, old_cache + ((l * heads + head) * t1 + i) * 2 * dk, 2 * dk * sizeof(float));
-          } else {
-            const float* src = new_kv + (l * m + row + i - t1) * 2 * d + head * dk;
-            std::memcpy(dst, src, dk * sizeof(float));
-            std::memcpy(dst + dk, src + d, dk * sizeof(float));
-          }
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t p = 0; p < lens[b]; ++p) {
+          const float* src = cache + ((l * heads + h) * lens[b] + p) * 2 * dk;
+          std::memcpy(&k_host[pool_at(l, b, p) + h * dk], src, dk * sizeof(float));
+          std::memcpy(&v_host[pool_at(l, b, p) + h * dk], src + dk, dk * sizeof(float));
         }
       }
     }
-    row += rows;
   }
-  return outputs;
-}
-
-Shape ConformerEncoder::ConvStateShape() const {
-  const ModelConfig& c = config();
-  return Shape{c.num_blocks, c.cnn_module_kernel - 1, c.output_size};
-}
-
-absl::Status ConformerEncoder::ValidatePaged(std::span<const PagedKvLayer> pool,
-                                             const PagedChunkInput& in, int index) const {
-  const ModelConfig& c = config();
-  if (in.feats == nullptr || in.cnn_cache == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("paged chunk input ", index, ": feats and cnn_cache must not be null"));
-  }
-  const int64_t rows = OutputFrames(in.feat_frames);
-  if (rows < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("paged chunk input ", index, ": ",
-                                                   in.feat_frames, " feature frames, need at least ",
-                                                   c.right_context() + 1));
-  }
-  if (in.kv.length < 0 || in.offset < in.kv.length) {
-    return absl::InvalidArgumentError(absl::StrCat("paged chunk input ", index, ": offset ",
-                                                   in.offset, " is below the cache length ",
-                                                   in.kv.length, " (or the length is negative)"));
-  }
-  if (in.kv.block_row == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("paged chunk input ", index, ": block_row must not be null"));
-  }
-  // Every table entry the chunk reads or writes must name a block of the pool;
-  // the layers share the row, so the smallest pool bounds it.
-  const int64_t block_size = pool[0].block_size;
-  int64_t num_blocks = pool[0].num_blocks;
-  for (const PagedKvLayer& layer : pool) num_blocks = std::min(num_blocks, layer.num_blocks);
-  const int64_t used = (in.kv.length + rows + block_size - 1) / block_size;
-  for (int64_t i = 0; i < used; ++i) {
-    const int32_t block = in.kv.block_row[i];
-    if (block < 0 || block >= num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "paged chunk input ", index, ": block_row[", i, "] = ", block, " is outside [0, ",
-          num_blocks, ") (positions up to ", in.kv.length + rows, " need ", used,
-          " reserved blocks)"));
+  std::vector<float> state(static_cast<size_t>(layers * batch * k1 * d));
+  for (int b = 0; b < batch; ++b) {
+    const float* cnn = inputs[b].cnn_cache.data<float>();
+    for (int64_t l = 0; l < layers; ++l) {
+      std::memcpy(&state[(l * batch + b) * k1 * d], cnn + l * k1 * d, k1 * d * sizeof(float));
     }
   }
-  return absl::OkStatus();
-}
-
-absl::Status ConformerEncoder::ForwardChunkPaged(std::span<const PagedKvLayer> pool,
-                                                 const PagedChunkInput& input,
-                                                 float* log_probs) const {
-  return ForwardChunksPaged(pool, std::span<const PagedChunkInput>(&input, 1), log_probs);
-}
-
-absl::Status ConformerEncoder::ForwardChunksPaged(std::span<const PagedKvLayer> pool,
-                                                  std::span<const PagedChunkInput> inputs,
-                                                  float* log_probs) const {
-  const ModelConfig& c = config();
-  const int layers = c.num_blocks;
-  const int64_t d = c.output_size;
-  if (inputs.empty()) return absl::OkStatus();
-  if (static_cast<int>(pool.size()) != layers) {
-    return absl::InvalidArgumentError(absl::StrCat("paged pool: ", pool.size(),
-                                                   " layers given, the model has ", layers));
+  std::vector<float> feats(static_cast<size_t>(batch * window * feat_dim), 0.0f);
+  for (int b = 0; b < batch; ++b) {
+    const int64_t t = std::min<int64_t>(inputs[b].feats.dim(0), window);
+    std::memcpy(&feats[b * window * feat_dim], inputs[b].feats.data<float>(),
+                static_cast<size_t>(t * feat_dim) * sizeof(float));
   }
-  for (int l = 0; l < layers; ++l) {
-    const PagedKvLayer& p = pool[l];
-    if (p.k == nullptr || p.v == nullptr || p.block_size < 1 || p.num_blocks < 1 ||
-        p.block_size != pool[0].block_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "paged pool layer ", l, ": k/v must be non-null with block_size >= 1 (the same in "
-          "every layer, ", pool[0].block_size, ") and num_blocks >= 1; got block_size ",
-          p.block_size, ", num_blocks ", p.num_blocks));
-    }
-  }
-  std::vector<PagedKvHistory> histories;
-  histories.reserve(inputs.size());
-  std::vector<CohortStream> streams(inputs.size());
-  int64_t m = 0;
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    const PagedChunkInput& in = inputs[b];
-    OASR_RETURN_IF_ERROR(ValidatePaged(pool, in, static_cast<int>(b)));
-    histories.emplace_back(pool.data(), in.kv, c.attention_heads, c.head_dim());
-    streams[b] = CohortStream{in.feats, in.feat_frames, in.offset, &histories[b], in.cnn_cache,
-                              in.cnn_cache};
-    m += OutputFrames(in.feat_frames);
-  }
-  float* new_kv = Scratch(kNewKv, layers * m * 2 * d);
-  OASR_RETURN_IF_ERROR(ForwardCohort(streams, log_probs, new_kv));
 
-  // New K/V rows go to positions [len, len + rows) of each stream's row.
-  int64_t row = 0;
-  for (const PagedChunkInput& in : inputs) {
-    const int64_t rows = OutputFrames(in.feat_frames);
-    for (int l = 0; l < layers; ++l) {
-      const PagedKvLayer& p = pool[l];
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t pos = in.kv.length + i;
-        const int64_t dst =
-            (static_cast<int64_t>(in.kv.block_row[pos / p.block_size]) * p.block_size +
-             pos % p.block_size) * d;
-        const float* src = new_kv + (static_cast<int64_t>(l) * m + row + i) * 2 * d;
-        std::memcpy(p.k + dst, src, d * sizeof(float));
-        std::memcpy(p.v + dst, src + d, d * sizeof(float));
+  ExecutionContext& ctx = *ctx_;
+  const DType dt = options_.dtype;
+  OASR_ASSIGN_OR_RETURN(Tensor k_dev, ToDevice(ctx, k_host, dt));
+  OASR_ASSIGN_OR_RETURN(Tensor v_dev, ToDevice(ctx, v_host, dt));
+  OASR_ASSIGN_OR_RETURN(Tensor state_dev, ToDevice(ctx, state, dt));
+  OASR_ASSIGN_OR_RETURN(Tensor feats_dev, ToDevice(ctx, feats, DType::kFloat32));
+  OASR_ASSIGN_OR_RETURN(Tensor slots_dev, IntsToDevice(ctx, slots));
+  OASR_ASSIGN_OR_RETURN(Tensor frames_dev, IntsToDevice(ctx, frames));
+  OASR_ASSIGN_OR_RETURN(Tensor offsets_dev, IntsToDevice(ctx, offsets));
+  OASR_ASSIGN_OR_RETURN(Tensor lens_dev, IntsToDevice(ctx, lens));
+  OASR_ASSIGN_OR_RETURN(Tensor table_dev, IntsToDevice(ctx, table));
+  OASR_ASSIGN_OR_RETURN(Tensor log_probs,
+                        Tensor::Empty({batch, chunk, vocab}, DType::kFloat32, ctx.device()));
+  const size_t need = WorkspaceBytes(batch, chunk);
+  if (ctx.workspace().capacity() - ctx.workspace().used() < need) {
+    OASR_RETURN_IF_ERROR(ctx.ReserveWorkspace(need, ctx.host_workspace().capacity()));
+  }
+
+  CohortInputs in;
+  in.batch = batch;
+  in.chunk = chunk;
+  in.feats = feats_dev.data<float>();
+  in.slots = slots_dev.data<int32_t>();
+  in.frames = frames_dev.data<int32_t>();
+  in.offsets = offsets_dev.data<int32_t>();
+  in.host_slots = slots.data();
+  in.host_frames = frames.data();
+  in.host_offsets = offsets.data();
+  PagedKv kv;
+  kv.k = k_dev.data();
+  kv.v = v_dev.data();
+  kv.num_blocks = total_blocks;
+  kv.block_size = static_cast<int>(bs);
+  kv.block_table = table_dev.data<int32_t>();
+  kv.cache_lens = lens_dev.data<int32_t>();
+  kv.host_block_table = table.data();
+  kv.host_cache_lens = lens.data();
+  kv.table_stride = width;
+  ConvStates conv{state_dev.data(), batch};
+  OASR_RETURN_IF_ERROR(ForwardCohort(in, kv, conv, log_probs.data<float>()));
+
+  OASR_ASSIGN_OR_RETURN(std::vector<float> lp, ToHost(ctx, log_probs, DType::kFloat32));
+  OASR_ASSIGN_OR_RETURN(std::vector<float> k_out, ToHost(ctx, k_dev, dt));
+  OASR_ASSIGN_OR_RETURN(std::vector<float> v_out, ToHost(ctx, v_dev, dt));
+  OASR_ASSIGN_OR_RETURN(std::vector<float> state_out, ToHost(ctx, state_dev, dt));
+  std::vector<DenseChunkOutput> outputs(batch);
+  for (int b = 0; b < batch; ++b) {
+    DenseChunkOutput& o = outputs[b];
+    const int64_t rows = frames[b], t1 = lens[b], total = t1 + rows;
+    OASR_ASSIGN_OR_RETURN(o.log_probs, Tensor::Empty({rows, vocab}, DType::kFloat32));
+    std::memcpy(o.log_probs.data(), &lp[static_cast<size_t>(b) * chunk * vocab],
+                o.log_probs.nbytes());
+    // Keep the last `keep` of the t1 + rows keys, as WeNet's forward_chunk.
+    const int64_t keep =
+        required_cache_size < 0 ? total : std::min<int64_t>(total, required_cache_size);
+    OASR_ASSIGN_OR_RETURN(o.att_cache,
+                          Tensor::Empty({layers, heads, keep, 2 * dk}, DType::kFloat32));
+    float* dst = o.att_cache.data<float>();
+    for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t p = total - keep; p < total; ++p, dst += 2 * dk) {
+          std::memcpy(dst, &k_out[pool_at(l, b, p) + h * dk], dk * sizeof(float));
+          std::memcpy(dst + dk, &v_out[pool_at(l, b, p) + h * dk], dk * sizeof(float));
+        }
       }
     }
-    row += rows;
+    OASR_ASSIGN_OR_RETURN(o.cnn_cache, Tensor::Empty(ConvStateShape(), DType::kFloat32));
+    for (int64_t l = 0; l < layers; ++l) {
+      std::memcpy(o.cnn_cache.data<float>() + l * k1 * d, &state_out[(l * batch + b) * k1 * d],
+                  k1 * d * sizeof(float));
+    }
   }
-  return absl::OkStatus();
+  return outputs;
 }
 
 }  // namespace oasr::encoder

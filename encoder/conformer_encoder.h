@@ -1,61 +1,97 @@
-// The streaming Conformer encoder and CTC head on the CPU (spec sections
-// 2-4): conv2d subsampling, relative-position attention over cached K/V,
-// macaron FFNs, the causal conv module, after_norm and log_softmax.
+// The streaming Conformer encoder and CTC head (spec sections 2-4) as a
+// composition of the ops in kernels/: conv2d subsampling, macaron FFNs,
+// relative-position attention over a paged K/V pool, the causal conv module
+// over slot-addressed state, after_norm, the CTC projection and log_softmax.
+// The same code runs on every backend: the ops are created for the
+// ExecutionContext's device (CPU float32; CUDA float32, bfloat16 or float16
+// storage with float32 accumulation) and dispatch there.
 //
-// One set of layer maths (ForwardCohort) runs any number of streams at
-// once: their chunk rows are stacked for every per-frame GEMM, while
-// attention and the conv module run per stream over that stream's own
-// history, offset and chunk length, so streams at different offsets with
-// different history lengths share one call and each gets exactly what it
-// would alone. Where the history lives is abstracted (AttentionHistory), so
-// the dense WeNet caches and a paged block pool (paged_kv_history.h) use the
-// same code.
+// A cohort is B rows, each one stream's chunk at its own offset, history
+// length and frame count. Activations are laid out [B, chunk, ...] so every
+// per-frame op is one call over B * chunk rows; attention and the conv module
+// read each row's own history (its block-table row) and state (its slot).
+// The residual stream stays float32 on every backend.
 #pragma once
 
 #include <memory>
-#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/execution_context.h"
 #include "common/tensor.h"
 #include "encoder/conformer_model.h"
-#include "encoder/packed_linear.h"
-#include "encoder/paged_kv_history.h"
-#include "encoder/rel_pos_attention.h"
 #include "encoder/rel_position_table.h"
-#include "encoder/thread_pool.h"
+#include "kernels/conv2d.h"
+#include "kernels/linear.h"
 
 namespace oasr::encoder {
 
 struct EncoderOptions {
-  // Threads for one forward call: the encoder's own pool (packed GEMMs,
-  // attention heads) and OpenBLAS (subsampling convs, position table).
-  // OpenBLAS keeps one process-wide setting, so the last encoder created
-  // decides that part for the whole process.
-  int num_threads = 1;
-  // Positions of the shared linear_pos(pe) table kept in memory (rounded up
-  // to 256); later positions are projected per chunk. 16384 positions are
-  // about 11 minutes of audio at 40 ms frames (d * layers * 4 bytes each).
+  // Weights, activations, the K/V pool and the conv state: float32 on the
+  // CPU; float32, bfloat16 or float16 on CUDA.
+  DType dtype = DType::kFloat32;
+  // Positions of the shared linear_pos(pe) table (rounded up to 256); later
+  // positions are projected as they are needed. On the CPU rows are filled
+  // on demand (d * layers * 4 bytes each); on CUDA the table is computed at
+  // load. 16384 positions are about 11 minutes of audio at 40 ms frames.
   int64_t max_table_positions = 16384;
 
-  // Ranges: num_threads in [1, 256], max_table_positions in [256, 2^24].
+  // Ranges: max_table_positions in [256, 2^24]; dtype one of the three.
   absl::Status Validate() const;
 };
 
-// One chunk of one stream with dense WeNet-layout caches.
+// One tick's cohort on the encoder's device. Non-owning.
+struct CohortInputs {
+  int batch = 0;  // Rows B.
+  int chunk = 0;  // Encoder frames a full row produces (the row capacity).
+  // [B, WindowFrames(chunk), input_dim] float32, CMVN applied; a row's frames
+  // past its window (a short last chunk) must be zero.
+  const float* feats = nullptr;
+  // [B] int32 on the device, and the same values on the host.
+  const int32_t* slots = nullptr;    // Block-table row and conv-state slot.
+  const int32_t* frames = nullptr;   // Encoder frames the row produces, in [1, chunk].
+  const int32_t* offsets = nullptr;  // Encoder frames of the stream before the chunk.
+  const int32_t* host_slots = nullptr;
+  const int32_t* host_frames = nullptr;
+  const int32_t* host_offsets = nullptr;
+};
+
+// The paged K/V pool (flash-attention's contract) and its tables. Non-owning.
+struct PagedKv {
+  // [layers, num_blocks, block_size, heads, d_k] in the encoder's dtype.
+  void* k = nullptr;
+  void* v = nullptr;
+  int64_t num_blocks = 0;  // Physical blocks (scratch blocks included).
+  int block_size = 0;
+  // [rows, table_stride] and [rows] by slot, on the device and on the host.
+  // Row b's history position p is in block table[slot][p / block_size]; the
+  // blocks for [cache_len, cache_len + frames) must already be reserved.
+  const int32_t* block_table = nullptr;
+  const int32_t* cache_lens = nullptr;
+  const int32_t* host_block_table = nullptr;
+  const int32_t* host_cache_lens = nullptr;
+  int64_t table_stride = 0;
+};
+
+// The conv module's left context of every slot: [layers, num_slots, K - 1, d]
+// in the encoder's dtype (slot axis 1). Zero is a new stream's state.
+struct ConvStates {
+  void* data = nullptr;
+  int64_t num_slots = 0;
+};
+
+// One chunk of one stream with dense caches, for tests and tools (the
+// serving path is ForwardCohort). Host tensors.
 struct DenseChunkInput {
-  // [T, input_dim] float32 CPU, CMVN-normalised fbank; T >= right_context+1
-  // (7 for conv2d). Typically WindowFrames(chunk_size) frames, fewer at the
-  // end of a stream.
+  // [T, input_dim] float32, CMVN-normalised fbank; T >= right_context + 1.
   TensorView feats;
   // Encoder frames this stream produced before this chunk (>= t1).
   int64_t offset = 0;
-  // [layers, heads, t1, 2 * d_k] float32 CPU, K then V on the last axis;
-  // t1 = 0 (data may be null) for the first chunk.
+  // [layers, heads, t1, 2 * d_k] float32, K then V on the last axis (WeNet's
+  // att_cache layout); t1 = 0 (data may be null) for the first chunk.
   TensorView att_cache;
-  // [layers, K - 1, d] float32 CPU: the last K - 1 rows of each layer's
-  // norm_conv output (time-major, unlike WeNet's (layers, 1, d, K - 1));
+  // [layers, K - 1, d] float32: the encoder's conv state (ConvStateShape);
   // zeros for a new stream.
   TensorView cnn_cache;
 };
@@ -66,118 +102,86 @@ struct DenseChunkOutput {
   Tensor cnn_cache;  // [layers, K - 1, d]
 };
 
-// One chunk of one stream whose attention history lives in a paged pool.
-// Non-owning.
-struct PagedChunkInput {
-  const float* feats = nullptr;  // [feat_frames, input_dim] float32 CPU, CMVN applied.
-  int64_t feat_frames = 0;       // >= right_context + 1.
-  int64_t offset = 0;            // Encoder frames before the chunk (>= kv.length).
-  // The stream's block-table row and cache length. The row must already hold
-  // the blocks for positions [kv.length, kv.length + output frames), where the
-  // chunk's new K/V rows are written (the cache manager's Prepare reserves them).
-  PagedKvRow kv;
-  float* cnn_cache = nullptr;  // [layers, K - 1, d]: read, then overwritten in place.
-};
-
 class ConformerEncoder {
  public:
-  // One stream's part of a cohort call (all pointers non-owning).
-  struct CohortStream {
-    const float* feats = nullptr;  // [feat_frames, input_dim], CMVN applied.
-    int64_t feat_frames = 0;
-    int64_t offset = 0;                          // Encoder frames before the chunk.
-    const AttentionHistory* history = nullptr;   // Retained K/V (length t1 <= offset).
-    const float* cnn_cache = nullptr;            // [layers, K - 1, d]
-    float* cnn_cache_out = nullptr;              // [layers, K - 1, d]; may alias cnn_cache.
-  };
-
-  // `model` must outlive the encoder. Fails on invalid options.
+  // `model` and `ctx` must outlive the encoder; the weights are prepared for
+  // ctx's device once, here. INVALID_ARGUMENT for invalid options or a dtype
+  // the device does not compute in; RESOURCE_EXHAUSTED when device memory
+  // cannot be had.
   static absl::StatusOr<std::unique_ptr<ConformerEncoder>> Create(const ConformerModel* model,
+                                                                  ExecutionContext* ctx,
                                                                   const EncoderOptions& options);
+  ~ConformerEncoder();
 
   const ModelConfig& config() const { return model_->config(); }
+  DType dtype() const { return options_.dtype; }
+  ExecutionContext& context() const { return *ctx_; }
 
   // Encoder frames a window of `feature_frames` produces (0 when too short).
   int64_t OutputFrames(int64_t feature_frames) const;
 
-  // Runs one chunk of one stream. required_cache_size < 0 keeps all history,
-  // >= 0 keeps that many frames (chunk_size * num_left_chunks), as WeNet's
-  // forward_chunk. INVALID_ARGUMENT names the input whose shape, dtype,
-  // device or offset is wrong. Thread-safe: concurrent calls are allowed.
-  absl::StatusOr<DenseChunkOutput> ForwardChunk(const DenseChunkInput& input,
-                                                int required_cache_size) const;
-
-  // The same for a cohort of streams in one call; each stream's output
-  // equals what ForwardChunk gives it alone. Inputs may differ in offset,
-  // history length and chunk length.
-  absl::StatusOr<std::vector<DenseChunkOutput>> ForwardChunks(
-      const std::vector<DenseChunkInput>& inputs, int required_cache_size) const;
-
-  // Runs one chunk of one stream over a paged K/V pool: attends to the
-  // stream's retained history read from `pool` (one PagedKvLayer per layer),
-  // writes the chunk's K/V rows into the reserved positions of its row and
-  // its new conv state over input.cnn_cache, and log_probs [c, V]
-  // (caller-owned, c = OutputFrames(feat_frames)). Does not evict or advance
-  // the cache length: that is the cache manager's commit. INVALID_ARGUMENT
-  // naming the input (or the pool layer) that is wrong, before anything is
-  // written. Thread-safe for calls that touch disjoint rows and states.
-  absl::Status ForwardChunkPaged(std::span<const PagedKvLayer> pool, const PagedChunkInput& input,
-                                 float* log_probs) const;
-
-  // The same for a cohort of streams in one call (one batched pass, as
-  // ForwardChunks): log_probs [sum of output frames, V] in input order. Each
-  // stream gets exactly what ForwardChunkPaged gives it alone; streams may
-  // differ in offset, history length and chunk length, and must use distinct
-  // blocks for their new rows.
-  absl::Status ForwardChunksPaged(std::span<const PagedKvLayer> pool,
-                                  std::span<const PagedChunkInput> inputs, float* log_probs) const;
-
-  // The per-stream fixed state the encoder carries between chunks besides its
-  // attention history: the conv module's left context, [layers, K - 1, d]
-  // float32 (the cnn_cache of both entry points), zero for a new stream.
+  // One stream's conv state, [layers, K - 1, d] (stored with a slot axis
+  // after the layer axis).
   Shape ConvStateShape() const;
 
-  // The layer maths over a cohort, for callers that keep history elsewhere.
-  // Writes log_probs [M, V] and new_kv [layers, M, 2d] (each row: K of all
-  // heads, then V; head-major within each) where M is the sum of the
-  // streams' output frames, in stream order, and each stream's new conv
-  // cache. Inputs must already be validated (INVALID_ARGUMENT otherwise for
-  // the checks that are cheap here).
-  absl::Status ForwardCohort(const std::vector<CohortStream>& streams, float* log_probs,
-                             float* new_kv) const;
+  // Bytes of ctx.workspace() a forward of `batch` rows of `chunk` frames
+  // takes (measured by running its allocations on a measuring arena).
+  size_t WorkspaceBytes(int batch, int chunk) const;
+
+  // Runs every row's chunk in one batched pass on ctx: writes log_probs
+  // [B, chunk, V] float32 on the device (a row's frames past its count are
+  // garbage), each row's new K/V into its reserved blocks and its new conv
+  // state over its slot. Does not advance the cache lengths (the cache
+  // manager's commit). Asynchronous on CUDA. INVALID_ARGUMENT naming the row
+  // and field (frames, offsets below the cache length, block ids outside the
+  // pool, too little workspace) before anything is written.
+  absl::Status ForwardCohort(const CohortInputs& in, const PagedKv& kv, const ConvStates& conv,
+                             float* log_probs);
+
+  // --- Dense caches (tests and tools) -------------------------------------
+  // Runs one chunk of one stream. required_cache_size < 0 keeps all history,
+  // >= 0 keeps that many frames (chunk_size * num_left_chunks), as WeNet's
+  // forward_chunk. Copies through a private pool on ctx's device (allocates).
+  // INVALID_ARGUMENT names the input whose shape, dtype, device or offset is
+  // wrong.
+  absl::StatusOr<DenseChunkOutput> ForwardChunk(const DenseChunkInput& input,
+                                                int required_cache_size);
+  // The same for several streams in one cohort; each stream's output equals
+  // what ForwardChunk gives it alone. Inputs may differ in offset, history
+  // length and chunk length.
+  absl::StatusOr<std::vector<DenseChunkOutput>> ForwardChunks(
+      const std::vector<DenseChunkInput>& inputs, int required_cache_size);
 
  private:
-  ConformerEncoder(const ConformerModel* model, const EncoderOptions& options);
-
-  // Conv2d subsampling of one stream's window into out [frames, d].
-  void Subsample(const float* feats, int64_t feat_frames, float* out) const;
-
+  struct Layer;
+  struct Buffers;
+  ConformerEncoder(const ConformerModel* model, ExecutionContext* ctx,
+                   const EncoderOptions& options);
+  absl::Status Init();
+  // Device copy of `n` floats (the host pointer itself on the CPU).
+  absl::StatusOr<const float*> Upload(const float* host, int64_t n);
+  absl::Status BuildPositionTable();
+  // Carves the activations of a cohort from `arena` (nullptrs when it is
+  // too small; a measuring arena records the need).
+  Buffers AllocateBuffers(Arena& arena, int batch, int chunk) const;
+  absl::Status CheckInputs(const CohortInputs& in, const PagedKv& kv, const ConvStates& conv) const;
   absl::Status ValidateDense(const DenseChunkInput& in, int index) const;
-  absl::Status ValidatePaged(std::span<const PagedKvLayer> pool, const PagedChunkInput& in,
-                             int index) const;
-
-  // y = x W^T + b (or y += ...) over m rows, split across the pool by
-  // output panels when the product is large enough to pay for it.
-  void Linear(const PackedLinear& w, const float* x, int64_t m, int64_t ldx, float* y,
-              int64_t ldy, bool accumulate = false) const;
-  // w_2(swish(w_1 x)) added to y with factor 0.5 (the macaron halves).
-  void HalfFeedForward(const PackedLinear& w1, const PackedLinear& w2, const float* x, int64_t m,
-                       float* hidden, float* out, float* y) const;
 
   const ConformerModel* model_;
+  ExecutionContext* ctx_;
   EncoderOptions options_;
-  // Every Linear of the model, packed for small row counts.
-  struct PackedLayer {
-    PackedLinear ff_macaron_w1, ff_macaron_w2, ff_w1, ff_w2, qkv, attn_out, pointwise_conv1,
-        pointwise_conv2;
-  };
-  std::vector<PackedLayer> packed_;
-  PackedLinear embed_out_;
-  PackedLinear ctc_;
-  // Depthwise conv weights transposed to [K, d] per layer, for row-wise sums.
-  std::vector<std::vector<float>> depthwise_t_;
-  std::unique_ptr<RelPositionTable> table_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::vector<Layer> layers_;
+  std::vector<kernels::Conv2dOp> subsampling_;
+  kernels::LinearOp embed_out_;  // With sqrt(d) folded in.
+  kernels::LinearOp ctc_;
+  const float* after_norm_scale_ = nullptr;
+  const float* after_norm_shift_ = nullptr;
+  std::vector<Tensor> device_tensors_;  // Uploaded weights (CUDA).
+  // linear_pos(pe) rows: on the CPU filled on demand, on CUDA [layers, P, d]
+  // computed at load.
+  std::unique_ptr<RelPositionTable> cpu_table_;
+  Tensor device_table_;
+  int64_t table_rows_ = 0;
 };
 
 }  // namespace oasr::encoder

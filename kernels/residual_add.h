@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "common/execution_context.h"
 #include "common/gpu_stream.h"
 
 namespace oasr::kernels {
@@ -15,6 +17,10 @@ struct ResidualAddParams {
   float alpha = 1.0f;
   int64_t n = 0;
 };
+
+// The op on ctx's device (asynchronous on CUDA). INVALID_ARGUMENT for null
+// pointers with n > 0.
+absl::Status ResidualAdd(ExecutionContext& ctx, const ResidualAddParams& p);
 
 // CPU reference. `p.y` and `p.x` are host pointers.
 void ResidualAddCpu(const ResidualAddParams& p);

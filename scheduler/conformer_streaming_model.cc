@@ -1,27 +1,31 @@
 #include "scheduler/conformer_streaming_model.h"
 
 #include "absl/strings/str_cat.h"
-#include "cache/attention_cache_manager.h"
 #include "cache/cnn_cache_manager.h"
+#include "common/status.h"
 #include "encoder/feature_pipeline.h"
 
 namespace oasr::scheduler {
 
 absl::StatusOr<std::unique_ptr<ConformerStreamingModel>> ConformerStreamingModel::Load(
-    const std::string& dir, const encoder::EncoderOptions& options) {
-  absl::StatusOr<std::unique_ptr<encoder::ConformerModel>> model =
-      encoder::ConformerModel::Load(dir);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<std::unique_ptr<encoder::ConformerEncoder>> enc =
-      encoder::ConformerEncoder::Create(model->get(), options);
-  if (!enc.ok()) return enc.status();
-  return std::unique_ptr<ConformerStreamingModel>(
-      new ConformerStreamingModel(std::move(*model), std::move(*enc)));
+    const std::string& dir, const ConformerModelOptions& options) {
+  ExecutionContextOptions ctx_options;
+  ctx_options.device = options.device;
+  ctx_options.cpu_threads = options.cpu_threads;
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionContext> ctx,
+                        ExecutionContext::Create(ctx_options));
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::ConformerModel> model,
+                        encoder::ConformerModel::Load(dir));
+  std::unique_ptr<ConformerStreamingModel> m(
+      new ConformerStreamingModel(std::move(ctx), std::move(model)));
+  OASR_ASSIGN_OR_RETURN(m->encoder_, encoder::ConformerEncoder::Create(
+                                         m->model_.get(), m->ctx_.get(), options.encoder));
+  return m;
 }
 
-ConformerStreamingModel::ConformerStreamingModel(std::unique_ptr<encoder::ConformerModel> model,
-                                                 std::unique_ptr<encoder::ConformerEncoder> encoder)
-    : model_(std::move(model)), encoder_(std::move(encoder)) {
+ConformerStreamingModel::ConformerStreamingModel(std::unique_ptr<ExecutionContext> ctx,
+                                                 std::unique_ptr<encoder::ConformerModel> model)
+    : ctx_(std::move(ctx)), model_(std::move(model)) {
   const encoder::ModelConfig& c = model_->config();
   geometry_.feature_dim = c.input_dim;
   geometry_.subsampling = c.subsampling_rate();
@@ -29,6 +33,7 @@ ConformerStreamingModel::ConformerStreamingModel(std::unique_ptr<encoder::Confor
   geometry_.chunk_size = c.chunk_size;
   geometry_.num_left_chunks = c.num_left_chunks;
   geometry_.vocab_size = c.output_dim;
+  geometry_.feature_shift_ms = 10.0;  // The front end's Kaldi fbank: 25 ms windows every 10 ms.
 }
 
 cache::CacheConfig ConformerStreamingModel::BaseCacheConfig() const {
@@ -37,13 +42,11 @@ cache::CacheConfig ConformerStreamingModel::BaseCacheConfig() const {
   config.num_layers = c.num_blocks;
   config.n_kv_head = c.attention_heads;
   config.head_dim = c.head_dim();
-  // The conv cache's extent is the encoder's declared state (layers, K - 1, d).
-  const Shape conv = StreamStates()[0].per_slot_shape;
-  config.kernel_size = static_cast<int>(conv[1]) + 1;
-  config.hidden_dim = static_cast<int>(conv[2]);
-  config.dtype = DType::kFloat32;  // The CPU encoder computes in float32.
-  config.device = Device::Cpu();
-  config.encoder_frame_ms = 10 * c.subsampling_rate();
+  config.kernel_size = c.cnn_module_kernel;
+  config.hidden_dim = c.output_size;
+  config.dtype = encoder_->dtype();
+  config.device = ctx_->device();
+  config.encoder_frame_ms = static_cast<int>(geometry_.FrameShiftMs());
   return config;
 }
 
@@ -52,8 +55,12 @@ std::vector<cache::StreamStateSpec> ConformerStreamingModel::StreamStates() cons
   conv.name = cache::CnnCacheManager::kStateName;
   conv.per_slot_shape = encoder_->ConvStateShape();
   conv.slot_axis = 1;
-  conv.dtype = DType::kFloat32;
+  conv.dtype = encoder_->dtype();
   return {conv};
+}
+
+size_t ConformerStreamingModel::WorkspaceBytes(int max_batch) const {
+  return encoder_->WorkspaceBytes(max_batch, geometry_.chunk_size);
 }
 
 absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> ConformerStreamingModel::CreateFrontEnd(
@@ -63,48 +70,70 @@ absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> ConformerStreamingModel:
   return encoder::FeaturePipeline::Create(options, &model_->cmvn());
 }
 
-absl::Status ConformerStreamingModel::ForwardCohort(std::span<const CohortRow> rows,
-                                                    float* log_probs) {
-  if (rows.empty()) return absl::OkStatus();
-  const int layers = model_->config().num_blocks;
-  const int64_t conv_floats = encoder_->ConvStateShape().numel();
-
-  // Every row's context shares the managers; the first one's views serve all.
-  // Translate them into the encoder's plain pool description.
-  cache::StreamContext& first = *rows[0].context;
-  pool_.resize(layers);
-  for (int l = 0; l < layers; ++l) {
-    const cache::PagedKvCacheView view = first.GetAttCaches(l);
-    if (view.k_cache.dtype() != DType::kFloat32 || !view.k_cache.device().is_cpu()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "paged K/V pool: ", DTypeName(view.k_cache.dtype()), " on ",
-          view.k_cache.device().ToString(), "; the CPU encoder needs float32 on the CPU"));
+absl::Status ConformerStreamingModel::ForwardCohort(const CohortPlan& plan,
+                                                    const TensorView& log_probs) {
+  if (plan.batch == 0) return absl::OkStatus();
+  const encoder::ModelConfig& c = model_->config();
+  const Device device = ctx_->device();
+  const TensorView* fields[] = {&plan.slots,       &plan.frames,     &plan.offsets,
+                                &plan.feats,       &plan.k_pool,     &plan.v_pool,
+                                &plan.block_table, &plan.cache_lens, &log_probs};
+  for (const TensorView* v : fields) {
+    if (v->empty() || !(v->device() == device)) {
+      return absl::InvalidArgumentError(absl::StrCat("cohort plan: a tensor is missing or not on ",
+                                                     device.ToString(), " (got ",
+                                                     v->device().ToString(), ")"));
     }
-    pool_[l] = encoder::PagedKvLayer{static_cast<float*>(view.k_cache.data()),
-                                     static_cast<float*>(view.v_cache.data()),
-                                     view.k_cache.dim(0), view.block_size};
   }
-  const cache::PagedKvCacheView v0 = first.GetAttCaches(0);
-  const int32_t* table = static_cast<const int32_t*>(v0.block_table.data());
-  const int32_t* seqlens = static_cast<const int32_t*>(v0.cache_seqlens.data());
-
-  inputs_.resize(rows.size());
-  for (size_t b = 0; b < rows.size(); ++b) {
-    const CohortRow& row = rows[b];
-    if (row.conv_state.numel() != conv_floats) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "conv_state: ", row.conv_state.shape().ToString(), " holds ", row.conv_state.numel(),
-          " floats, the model needs ", conv_floats));
-    }
-    const int slot = row.context->slot();
-    encoder::PagedChunkInput& in = inputs_[b];
-    in.feats = row.feats;
-    in.feat_frames = row.feat_frames;
-    in.offset = row.offset;
-    in.kv = encoder::PagedKvRow{table + slot * v0.block_table_stride, seqlens[slot]};
-    in.cnn_cache = static_cast<float*>(row.conv_state.data());
+  if (plan.k_pool.dtype() != encoder_->dtype() || plan.k_pool.rank() != 5 ||
+      plan.k_pool.dim(0) != c.num_blocks || plan.k_pool.dim(3) != c.attention_heads ||
+      plan.k_pool.dim(4) != c.head_dim() || !(plan.v_pool.shape() == plan.k_pool.shape())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cohort plan: K/V pool ", DTypeName(plan.k_pool.dtype()), plan.k_pool.shape().ToString(),
+        ", the model needs ", DTypeName(encoder_->dtype()), " [", c.num_blocks, ", blocks, block, ",
+        c.attention_heads, ", ", c.head_dim(), "]"));
   }
-  return encoder_->ForwardChunksPaged(pool_, inputs_, log_probs);
+  if (plan.states.size() != 1 || plan.states[0].dtype() != encoder_->dtype() ||
+      plan.states[0].rank() != 4 || plan.states[0].dim(0) != c.num_blocks ||
+      plan.states[0].dim(2) != c.cnn_module_kernel - 1 || plan.states[0].dim(3) != c.output_size) {
+    return absl::InvalidArgumentError(
+        "cohort plan: the conv state must be StreamStates()'s one tensor (layers, slots, K - 1, "
+        "d)");
+  }
+  if (log_probs.dtype() != DType::kFloat32 ||
+      log_probs.numel() < int64_t{plan.batch} * plan.chunk * c.output_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cohort plan: log_probs ", log_probs.shape().ToString(), " holds fewer than [",
+                     plan.batch, ", ", plan.chunk, ", ", c.output_dim, "] float32"));
+  }
+  if (plan.host_slots.size() < static_cast<size_t>(plan.batch) ||
+      plan.host_frames.size() < static_cast<size_t>(plan.batch) ||
+      plan.host_offsets.size() < static_cast<size_t>(plan.batch)) {
+    return absl::InvalidArgumentError(
+        "cohort plan: the host row arrays are shorter than the batch");
+  }
+  encoder::CohortInputs in;
+  in.batch = plan.batch;
+  in.chunk = plan.chunk;
+  in.feats = static_cast<const float*>(plan.feats.data());
+  in.slots = static_cast<const int32_t*>(plan.slots.data());
+  in.frames = static_cast<const int32_t*>(plan.frames.data());
+  in.offsets = static_cast<const int32_t*>(plan.offsets.data());
+  in.host_slots = plan.host_slots.data();
+  in.host_frames = plan.host_frames.data();
+  in.host_offsets = plan.host_offsets.data();
+  encoder::PagedKv kv;
+  kv.k = plan.k_pool.data();
+  kv.v = plan.v_pool.data();
+  kv.num_blocks = plan.k_pool.dim(1);
+  kv.block_size = static_cast<int>(plan.k_pool.dim(2));
+  kv.block_table = static_cast<const int32_t*>(plan.block_table.data());
+  kv.cache_lens = static_cast<const int32_t*>(plan.cache_lens.data());
+  kv.host_block_table = static_cast<const int32_t*>(plan.host_block_table.data());
+  kv.host_cache_lens = static_cast<const int32_t*>(plan.host_cache_lens.data());
+  kv.table_stride = plan.block_table.dim(1);
+  encoder::ConvStates conv{plan.states[0].data(), plan.states[0].dim(1)};
+  return encoder_->ForwardCohort(in, kv, conv, static_cast<float*>(log_probs.data()));
 }
 
 }  // namespace oasr::scheduler

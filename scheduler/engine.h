@@ -5,12 +5,16 @@
 // stream's outbox.
 //
 // Per tick the scheduler: drains the commands (feeding audio to each stream's
-// front end, inline or on the front-end pool), admits waiting streams into free slots, picks every
-// admitted stream with a full chunk ready (or a final short chunk after the end of its audio), ends
-// streams at their cache ceiling ("length"), prepares all their blocks in one batched call, runs
-// one cohort forward across streams at any offsets, commits, decodes the cohort in one batched
-// call, applies the endpoint rules and emits events. Idle streams cost nothing; with no work the
-// thread sleeps until a command (or a front-end worker's result) arrives.
+// front end, inline or on the front-end pool), admits waiting streams into
+// free slots, picks every admitted stream with a full chunk ready (or a final
+// short chunk after the end of its audio), ends streams at their cache
+// ceiling ("length"), prepares all their blocks in one batched call, stages
+// the cohort's plan on the model's device, runs one cohort forward across
+// streams at any offsets, commits, decodes the cohort in one batched call,
+// applies the endpoint rules and emits events. Idle streams cost nothing;
+// with no work the thread sleeps until a command (or a front-end worker's
+// result) arrives. The engine owns the caches but not their contents: the
+// model reads and writes its K/V and state by slot (streaming_model.h).
 #pragma once
 
 #include <atomic>
@@ -30,10 +34,12 @@
 #include "absl/status/statusor.h"
 #include "cache/attention_cache_manager.h"
 #include "cache/block_pool.h"
-#include "cache/cnn_cache_manager.h"
 #include "cache/ctc_state_cache_manager.h"
+#include "cache/slot_state_cache.h"
 #include "cache/stream_slot_pool.h"
+#include "common/execution_context.h"
 #include "decoder/ctc_decoder.h"
+#include "scheduler/cohort_staging.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/engine_stats.h"
 #include "scheduler/stream_events.h"
@@ -83,12 +89,15 @@ class EngineStream {
 
 class Engine {
  public:
-  // Builds the cache managers and the decoder state pool for `model` and
-  // starts the scheduler thread. INVALID_ARGUMENT for a bad config;
-  // RESOURCE_EXHAUSTED when the pool cannot be allocated.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
-                                                        std::unique_ptr<StreamingModel> model,
-                                                        std::unique_ptr<decoder::CtcDecoder> decoder);
+  // Builds the caches for `model` on its device (the K/V pool, its tables,
+  // the model's declared states), the decoder state pool, the plan staging
+  // and the model's workspace, then starts the scheduler thread.
+  // INVALID_ARGUMENT for a bad config, or a decoder whose units or frame
+  // shift disagree with the model; RESOURCE_EXHAUSTED when memory cannot be
+  // had.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineConfig& config, std::unique_ptr<StreamingModel> model,
+      std::unique_ptr<decoder::CtcDecoder> decoder);
   // Stops the scheduler (ending every open stream with "cancelled").
   ~Engine();
   Engine(const Engine&) = delete;
@@ -107,6 +116,7 @@ class Engine {
 
   const EngineStats& stats() const { return stats_; }
   const ModelGeometry& geometry() const { return model_->geometry(); }
+  const StreamingModel& model() const { return *model_; }
   const cache::CacheConfig& cache_config() const { return cache_config_; }
   const decoder::CtcDecoder& decoder() const { return *decoder_; }
   const EngineConfig& config() const { return config_; }
@@ -116,10 +126,12 @@ class Engine {
   friend class EngineStream;
   struct Command;
   struct Stream;
+  struct Row;
 
   Engine(const EngineConfig& config, std::unique_ptr<StreamingModel> model,
          std::unique_ptr<decoder::CtcDecoder> decoder);
   absl::Status Init();
+  void LogConfiguration() const;
 
   void Enqueue(Command command);
   // A front-end worker published stream `id`'s work (any thread).
@@ -129,44 +141,62 @@ class Engine {
   // is ready without waiting for a command.
   bool Tick(std::vector<Command>& commands);
   void Handle(Command& command);
+  void HandleOpen(Command& command);
   void Admit();
   bool HasReadyWork() const;
   // Queues `s` for the next cohort when it is admitted and has a chunk (or
   // the end of its audio) to process.
   void MarkReady(Stream& s);
+
+  // The cohort tick (engine_cohort.cc), in order: pick the ready streams,
+  // reserve their blocks, stage the plan on the device, run the model,
+  // commit, decode, emit. Each step works on rows_ and may finish streams,
+  // dropping their rows.
   void RunCohort();
+  void PickCohort();
+  bool ReserveBlocks();
+  void StageCohort();
+  bool Forward();
+  void CommitCohort();
+  void DecodeCohortRows();
+  void EmitCohort();
   // After row `row`'s chunk was decoded: bookkeeping, then its event.
-  void AfterChunk(size_t row, Clock::time_point now);
+  void AfterChunk(Row& row, Clock::time_point now);
+
   // Ends `s` with `reason`: final results when it ran to an end, the event,
   // and every resource back to its pool. Removes it from the scheduler.
   // `results` (already taken from the decoder) go first on the last event.
   void Finish(Stream& s, FinishReason reason, absl::Status error = absl::OkStatus(),
               std::vector<decoder::DecodeResult> results = {});
   void UpdateGauges();
-  // Row `row` of conv_scratch_ as (layers, 1, K - 1, d).
-  TensorView ConvScratch(size_t row);
   // Feature frames of the next chunk: the full window, or after the end of
   // the audio a last short one; 0 when no chunk is ready.
   int64_t ChunkFrames(const Stream& s) const;
   bool ChunkReady(const Stream& s) const { return ChunkFrames(s) > 0; }
+  // Seconds of audio `frames` encoder frames cover (the model's frame clock).
+  double FramesToSeconds(int64_t frames) const { return frames * frame_shift_ms_ / 1000.0; }
   void AssertSchedulerThread() const;
 
   const EngineConfig config_;
   std::unique_ptr<StreamingModel> model_;
   std::unique_ptr<decoder::CtcDecoder> decoder_;
+  ExecutionContext* ctx_ = nullptr;  // The model's.
   cache::CacheConfig cache_config_;
   // The model's chunk geometry, read for every ready stream (in feature frames).
   int64_t stride_frames_ = 0;  // Between consecutive windows.
   int64_t window_frames_ = 0;  // A full chunk's window.
-  size_t window_floats_ = 0;   // window_frames_ * feature_dim.
   int64_t right_context_ = 0;
-  bool check_capacity_ = true;  // Streams can reach max_stream_frames (no eviction).
-  Shape conv_row_shape_;        // One row of conv state: (layers, 1, K - 1, d).
+  double frame_shift_ms_ = 40.0;          // One encoder frame (the model's clock).
+  double samples_per_feature_frame_ = 0;  // At 1 Hz; times a stream's rate.
+  bool check_capacity_ = true;            // Streams can reach max_stream_frames (no eviction).
   std::unique_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::StreamSlotPool> slots_;
   std::unique_ptr<cache::AttentionCacheManager> attention_;
-  std::unique_ptr<cache::CnnCacheManager> cnn_;
+  std::unique_ptr<cache::SlotStateCache> states_;  // The model's declared states.
+  std::vector<TensorView> state_views_;            // One per spec, for the plan.
   std::unique_ptr<cache::CtcStateCacheManager> ctc_;
+  std::unique_ptr<CohortStaging> staging_;
+  Tensor log_probs_;  // [max_batch_size, chunk, V] float32 on the model's device.
   EngineStats stats_;
 
   // Command queue (any thread -> scheduler).
@@ -180,29 +210,17 @@ class Engine {
   // Scheduler-thread state.
   absl::flat_hash_map<int64_t, std::unique_ptr<Stream>> streams_;
   std::deque<Stream*> waiting_;
-  std::vector<Stream*> active_;       // Admitted (holding a slot).
-  std::vector<Stream*> ready_;        // Admitted with a chunk or an end to process.
-  std::vector<Stream*> ready_now_;    // Scratch: this tick's ready_.
+  std::vector<Stream*> active_;     // Admitted (holding a slot).
+  std::vector<Stream*> ready_;      // Admitted with a chunk or an end to process.
+  std::vector<Stream*> ready_now_;  // Scratch: this tick's ready_.
   bool admission_blocked_ = false;  // The pool refused the last admission.
-  std::vector<CohortRow> rows_;        // Scratch, reused every tick.
-  std::vector<Stream*> row_streams_;   // Scratch.
-  std::vector<int64_t> row_ids_;       // Scratch.
-  // Scratch per cohort row: decoder state (null: left out), frames, the
-  // commit's and the row's outcome, the decoder's results.
+  std::vector<Row> rows_;           // This tick's cohort, reused every tick.
+  // Scratch views of rows_ for the batched calls that take spans.
+  std::vector<int64_t> row_ids_;
   std::vector<cache::DecoderState*> row_states_;
   std::vector<int32_t> row_frames_;
-  std::vector<absl::Status> row_commit_;
   std::vector<absl::Status> row_status_;
-  struct RowResults {
-    std::vector<decoder::DecodeResult> finals;
-    decoder::StreamStatus status;
-    std::optional<decoder::DecodeResult> partial;  // With interim results.
-  };
-  std::vector<RowResults> row_results_;  // Scratch.
-  std::vector<double> latencies_;        // Scratch: this tick's chunk latencies.
-  std::vector<float> feats_;             // Scratch [max_batch_size, window_frames, feature_dim].
-  std::vector<float> log_probs_;       // Scratch [max_batch_size, chunk, V].
-  std::vector<float> conv_scratch_;    // Scratch [max_batch_size, layers, 1, K - 1, d].
+  std::vector<double> latencies_;  // Scratch: this tick's chunk latencies.
   std::thread thread_;
   std::thread::id thread_id_;
   // Front-end workers (null: inline). Declared last, so destroyed first:

@@ -27,12 +27,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "decoder/symbol_table.h"
-#include "decoder/word_lm.h"
 #include "encoder/conformer_encoder.h"
 #include "encoder/npy_io.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
+#include "scheduler/model_factory.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -132,9 +131,9 @@ absl::StatusOr<std::string> Collect(EngineStream& stream) {
 // The file's CTC log-probs [frames, vocab] through the dense streaming path:
 // the engine's windows (chunk_size frames, stride chunk_size * subsampling)
 // and history (chunk_size * left frames; left < 0 keeps all).
-absl::Status WriteLogProbs(const ConformerStreamingModel& model,
-                           const encoder::ConformerEncoder& encoder, const WavFile& wav, int left,
+absl::Status WriteLogProbs(const ConformerStreamingModel& model, const WavFile& wav, int left,
                            const std::string& path) {
+  encoder::ConformerEncoder& encoder = model.encoder();
   const ModelGeometry& g = model.geometry();
   const encoder::ModelConfig& c = model.model().config();
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::FeatureSource> frontend,
@@ -178,7 +177,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> files;
   int left = -2, beam = 10, threads = 1, max_batch = 16;
   bool greedy = false, no_lm = false;
-  float lm_weight = -1.0f;
+  float lm_weight = -1.0f;  // Negative: lm.json's.
   std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
   std::string word_lm_path;
   app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
@@ -214,66 +213,32 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
-  encoder::EncoderOptions options;
-  options.num_threads = threads;
-  absl::StatusOr<std::unique_ptr<ConformerStreamingModel>> model =
-      ConformerStreamingModel::Load(model_dir, options);
-  absl::StatusOr<decoder::SymbolTable> units = decoder::SymbolTable::Load(model_dir + "/units.txt");
-  if (!model.ok() || !units.ok()) {
-    std::fprintf(stderr, "%s\n",
-                 (!model.ok() ? model.status() : units.status()).ToString().c_str());
-    return 2;
-  }
-  const ConformerStreamingModel* model_ptr = model->get();  // Owned by the engine below.
+  ModelOptions options;
+  options.model_dir = model_dir;
+  options.cpu_threads = threads;
+  options.decoder.method =
+      greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
+  options.decoder.search.beam_size = beam;
+  options.decoder.search.first_beam_size = beam;
+  options.decoder.stream.nbest = 1;
+  options.use_lm = !no_lm;
+  options.lm_weight = lm_weight;
+  options.lm_token_bonus = lm_token_bonus;
+  options.word_lm_path = word_lm_path;
+  options.word_lm_weight = word_lm_weight;
+  options.word_bonus = word_bonus;
+  options.unknown_word_penalty = unknown_word_penalty;
   EngineConfig config;
   config.max_batch_size = max_batch;
   config.max_waiting = static_cast<int>(files.size());
   config.num_left_chunks = left;
   config.max_buffered_audio_s = 86400.0;  // Whole files are queued at once.
-  config.decoder.method =
-      greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
-  config.decoder.search.beam_size = beam;
-  config.decoder.search.first_beam_size = beam;
-  if (!greedy && !no_lm) {
-    absl::StatusOr<bool> loaded =
-        decoder::UseModelLanguageModel(model_dir, *units, &config.decoder.search);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
-      return 2;
-    }
-    decoder::PrefixBeamSearchOptions& search = config.decoder.search;
-    if (!word_lm_path.empty()) {
-      absl::StatusOr<std::shared_ptr<const decoder::WordLm>> word_lm =
-          decoder::WordLm::Load(word_lm_path, *units);
-      if (!word_lm.ok()) {
-        std::fprintf(stderr, "%s\n", word_lm.status().ToString().c_str());
-        return 2;
-      }
-      search.word_lm = *std::move(word_lm);
-    }
-    if (search.lm != nullptr) {
-      if (lm_weight >= 0.0f) search.lm_weight = lm_weight;
-      if (lm_token_bonus.has_value()) search.lm_token_bonus = *lm_token_bonus;
-    }
-    if (search.word_lm != nullptr) {
-      if (word_lm_weight.has_value()) search.word_lm_weight = *word_lm_weight;
-      if (word_bonus.has_value()) search.word_bonus = *word_bonus;
-      if (unknown_word_penalty.has_value()) search.unknown_word_penalty = *unknown_word_penalty;
-    }
-  }
-  config.decoder.stream.nbest = 1;
-  absl::StatusOr<std::unique_ptr<decoder::CtcDecoder>> dec = decoder::CtcDecoder::Create(
-      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
-  if (!dec.ok()) {
-    std::fprintf(stderr, "%s\n", dec.status().ToString().c_str());
-    return 2;
-  }
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(config, std::move(*model), std::move(*dec));
+  absl::StatusOr<std::unique_ptr<Engine>> engine = LoadEngine(options, config);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
     return 2;
   }
+  config.decoder = (*engine)->config().decoder;
   const int effective_left = (*engine)->cache_config().num_left_chunks;
 
   // Open every stream and queue all its audio, then read the results in order.
@@ -297,37 +262,36 @@ int Main(int argc, char** argv) {
     if (!pushed.ok()) streams.back() = pushed;
   }
 
-  std::unique_ptr<encoder::ConformerEncoder> dense;
+  std::vector<absl::StatusOr<std::string>> texts;
+  for (size_t i = 0; i < files.size(); ++i) {
+    texts.push_back(streams[i].ok() ? Collect(**streams[i])
+                                    : absl::StatusOr<std::string>(streams[i].status()));
+  }
   if (!npy_dir.empty()) {
+    // The dense path runs on the model's context once the engine no longer
+    // drives it.
+    (*engine)->Stop();
     std::error_code ec;
     std::filesystem::create_directories(npy_dir, ec);
-    absl::StatusOr<std::unique_ptr<encoder::ConformerEncoder>> created =
-        encoder::ConformerEncoder::Create(&model_ptr->model(), options);
-    if (!created.ok()) {
-      std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
-      return 2;
-    }
-    dense = std::move(*created);
-  }
-  int failed = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    absl::StatusOr<std::string> text =
-        streams[i].ok() ? Collect(**streams[i]) : absl::StatusOr<std::string>(streams[i].status());
-    if (text.ok() && dense != nullptr) {
+    const auto* model = dynamic_cast<const ConformerStreamingModel*>(&(*engine)->model());
+    for (size_t i = 0; i < files.size() && model != nullptr; ++i) {
+      if (!texts[i].ok()) continue;
       const std::string path =
           (std::filesystem::path(npy_dir) / std::filesystem::path(files[i]).stem()).string() +
           ".npy";
-      if (absl::Status s = WriteLogProbs(*model_ptr, *dense, *wavs[i], effective_left, path);
-          !s.ok()) {
-        text = s;
+      if (absl::Status s = WriteLogProbs(*model, *wavs[i], effective_left, path); !s.ok()) {
+        texts[i] = s;
       }
     }
-    if (!text.ok()) {
-      std::fprintf(stderr, "%s: %s\n", files[i].c_str(), text.status().ToString().c_str());
+  }
+  int failed = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!texts[i].ok()) {
+      std::fprintf(stderr, "%s: %s\n", files[i].c_str(), texts[i].status().ToString().c_str());
       ++failed;
       continue;
     }
-    std::printf("%s\t%s\n", files[i].c_str(), text->c_str());
+    std::printf("%s\t%s\n", files[i].c_str(), texts[i]->c_str());
     std::fflush(stdout);
   }
   return failed == 0 ? 0 : 1;

@@ -10,17 +10,17 @@
 #include "decoder/symbol_table.h"
 #include "oasr/asr/v1/asr.pb.h"
 #include "scheduler/engine.h"
+#include "scheduler/model_factory.h"
 
 namespace oasr::server {
 
 struct ServedModelOptions {
-  std::string model_dir;  // Model directory (docs/model-format.md).
-  std::string name;       // Name clients pass as `model`; empty: the directory's name.
+  // The directory, device, threads and decoding (model.model_dir is the
+  // directory served).
+  scheduler::ModelOptions model;
+  std::string name;  // Name clients pass as `model`; empty: the directory's name.
   std::string language_code = "en-US";
-  int num_threads = 1;             // Encoder threads per cohort forward.
-  bool use_lm = true;              // The directory's language models (lm.json), if any.
-  float lm_weight = -1.0f;         // The unit model's weight; negative: lm.json's.
-  scheduler::EngineConfig engine;  // Slots, waiting queue, buffers, decoder.
+  scheduler::EngineConfig engine;  // Slots, waiting queue, buffers.
 };
 
 // Immutable after Load except for the engine, which is thread-safe.

@@ -97,12 +97,12 @@ absl::Status Server::Start() {
 absl::Status Server::LoadModel() {
   const auto start = std::chrono::steady_clock::now();
   ServedModelOptions model_options;
-  model_options.model_dir = options_.model_dir;
+  model_options.model.model_dir = options_.model_dir;
+  model_options.model.cpu_threads = options_.num_threads;
+  model_options.model.use_lm = options_.use_lm;
+  model_options.model.lm_weight = static_cast<float>(options_.lm_weight);
   model_options.name = options_.model_name;
   model_options.language_code = options_.language_code;
-  model_options.num_threads = options_.num_threads;
-  model_options.use_lm = options_.use_lm;
-  model_options.lm_weight = static_cast<float>(options_.lm_weight);
   model_options.engine.max_batch_size = options_.max_active_streams;
   model_options.engine.max_waiting = options_.max_waiting_streams;
   model_options.engine.max_buffered_audio_s = options_.max_buffered_audio_seconds;

@@ -40,8 +40,10 @@ Stream NewStream(const ConformerModel& model, Tensor feats, int64_t offset) {
   Stream s;
   s.feats = std::move(feats);
   s.offset = offset;
-  s.att_cache = *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32);
-  s.cnn_cache = *Tensor::Zeros({c.num_blocks, c.cnn_module_kernel - 1, c.output_size}, DType::kFloat32);
+  s.att_cache =
+      *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32);
+  s.cnn_cache =
+      *Tensor::Zeros({c.num_blocks, c.cnn_module_kernel - 1, c.output_size}, DType::kFloat32);
   return s;
 }
 
@@ -70,8 +72,8 @@ void Absorb(const ConformerModel& model, Stream& s, int chunk, DenseChunkOutput 
   s.cnn_cache = std::move(out.cnn_cache);
 }
 
-std::vector<float> RunAlone(const ConformerEncoder& encoder, const ConformerModel& model,
-                            Stream s, int chunk, int left) {
+std::vector<float> RunAlone(ConformerEncoder& encoder, const ConformerModel& model, Stream s,
+                            int chunk, int left) {
   const int required = left < 0 ? -1 : chunk * left;
   while (HasChunk(model, s)) {
     auto out = encoder.ForwardChunk(NextInput(model, s, chunk), required);
@@ -93,20 +95,20 @@ float CompareToGolden(const std::vector<float>& got, const std::string& golden_p
   return testing::MaxAbsDiff(got.data(), golden->data<float>(), golden->numel());
 }
 
-void CheckCase(const nlohmann::json& c, const EncoderOptions& options) {
+void CheckCase(const nlohmann::json& c, int threads = 1, int64_t table_positions = 16384) {
   auto model = ConformerModel::Load(c["model_dir"].get<std::string>());
   ASSERT_TRUE(model.ok()) << model.status();
-  auto encoder = ConformerEncoder::Create(model->get(), options);
-  ASSERT_TRUE(encoder.ok());
+  auto encoder = testing::MakeCpuEncoder(model->get(), threads, table_positions);
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
   for (const auto& run : c["runs"]) {
     const int chunk = run["chunk_size"], left = run["num_left_chunks"];
     const int64_t offset = run["start_offset"];
     Stream s = NewStream(**model, LoadFeats(c["feats"], **model), offset);
-    const float diff = CompareToGolden(RunAlone(**encoder, **model, std::move(s), chunk, left),
-                                       run["log_probs"]);
+    const float diff =
+        CompareToGolden(RunAlone(**encoder, **model, std::move(s), chunk, left), run["log_probs"]);
     EXPECT_LT(diff, kTolerance) << c["name"] << " chunk " << chunk << " left " << left;
     std::printf("[ parity ] %-22s chunk %2d left %2d threads %d: max |diff| %.3g\n",
-                c["name"].get<std::string>().c_str(), chunk, left, options.num_threads, diff);
+                c["name"].get<std::string>().c_str(), chunk, left, threads, diff);
   }
 }
 
@@ -121,21 +123,21 @@ nlohmann::json FindCase(const std::string& name) {
 
 class GoldenParityTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GoldenParityTest, StreamingMatchesReference) { CheckCase(FindCase(GetParam()), EncoderOptions{}); }
+TEST_P(GoldenParityTest, StreamingMatchesReference) { CheckCase(FindCase(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenParityTest,
                          ::testing::Values("small_ln", "small_bn", "conformer_12x256",
-                                           "conformer_12x256_bn", "sub6", "sub8",
-                                           "late_offset", "wenet_converted"));
+                                           "conformer_12x256_bn", "sub6", "sub8", "late_offset",
+                                           "wenet_converted"));
 
 TEST(EncoderTest, PositionsBeyondTheTableAreProjected) {
   const nlohmann::json c = FindCase("late_offset");
   // Everything beyond the table, then a table boundary inside the stream.
-  CheckCase(c, EncoderOptions{1, 256});
-  CheckCase(c, EncoderOptions{1, 5120});
+  CheckCase(c, 1, 256);
+  CheckCase(c, 1, 5120);
 }
 
-TEST(EncoderTest, TwoThreadsMatch) { CheckCase(FindCase("small_ln"), EncoderOptions{2, 16384}); }
+TEST(EncoderTest, TwoThreadsMatch) { CheckCase(FindCase("small_ln"), 2); }
 
 // Streams that start at different times (so they differ in offset and, with
 // eviction, in history length) and end with short chunks, run as one
@@ -144,8 +146,8 @@ TEST(EncoderTest, CohortOfMixedOffsetsMatchesEachStreamAlone) {
   const nlohmann::json c = FindCase("small_ln");
   auto model = ConformerModel::Load(c["model_dir"].get<std::string>());
   ASSERT_TRUE(model.ok());
-  auto encoder = ConformerEncoder::Create(model->get(), EncoderOptions{});
-  ASSERT_TRUE(encoder.ok());
+  auto encoder = testing::MakeCpuEncoder(model->get());
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
   Tensor all = LoadFeats(c["feats"], **model);
   for (int left : {-1, 2}) {
     const int chunk = 4, required = left < 0 ? -1 : chunk * left;
@@ -158,7 +160,8 @@ TEST(EncoderTest, CohortOfMixedOffsetsMatchesEachStreamAlone) {
       ASSERT_TRUE(CopyTensor(feats->view(), all.view().Slice(begin, end - begin)).ok());
       auto copy = Tensor::Empty({end - begin, 80}, DType::kFloat32);
       ASSERT_TRUE(CopyTensor(copy->view(), feats->view()).ok());
-      alone.push_back(RunAlone(**encoder, **model, NewStream(**model, std::move(*copy), 0), chunk, left));
+      alone.push_back(RunAlone(*encoder->encoder, **model, NewStream(**model, std::move(*copy), 0),
+                               chunk, left));
       streams.push_back(NewStream(**model, std::move(*feats), 0));
     }
     int max_batch = 0;
@@ -175,13 +178,15 @@ TEST(EncoderTest, CohortOfMixedOffsetsMatchesEachStreamAlone) {
       max_batch = std::max<int>(max_batch, static_cast<int>(active.size()));
       auto outs = (*encoder)->ForwardChunks(inputs, required);
       ASSERT_TRUE(outs.ok()) << outs.status();
-      for (size_t i = 0; i < active.size(); ++i) Absorb(**model, streams[active[i]], chunk, std::move((*outs)[i]));
+      for (size_t i = 0; i < active.size(); ++i)
+        Absorb(**model, streams[active[i]], chunk, std::move((*outs)[i]));
     }
     EXPECT_EQ(max_batch, 4);
     for (int k = 0; k < 4; ++k) {
       ASSERT_EQ(streams[k].log_probs.size(), alone[k].size());
       EXPECT_LT(testing::MaxAbsDiff(streams[k].log_probs.data(), alone[k].data(),
-                                    static_cast<int64_t>(alone[k].size())), 1e-5f)
+                                    static_cast<int64_t>(alone[k].size())),
+                1e-5f)
           << "stream " << k << " left " << left;
     }
   }
@@ -190,8 +195,8 @@ TEST(EncoderTest, CohortOfMixedOffsetsMatchesEachStreamAlone) {
 TEST(EncoderTest, RejectsBadInputs) {
   auto model = ConformerModel::Load(FindCase("small_ln")["model_dir"].get<std::string>());
   ASSERT_TRUE(model.ok());
-  auto encoder = ConformerEncoder::Create(model->get(), EncoderOptions{});
-  ASSERT_TRUE(encoder.ok());
+  auto encoder = testing::MakeCpuEncoder(model->get());
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
   Stream s = NewStream(**model, *Tensor::Zeros({67, 80}, DType::kFloat32), 0);
   DenseChunkInput in = NextInput(**model, s, 16);
   auto short_feats = Tensor::Zeros({6, 80}, DType::kFloat32);
@@ -201,14 +206,21 @@ TEST(EncoderTest, RejectsBadInputs) {
   auto wrong_cache = Tensor::Zeros({3, 4, 2, 10}, DType::kFloat32);
   bad = in;
   bad.att_cache = wrong_cache->view();
-  EXPECT_THAT(std::string((*encoder)->ForwardChunk(bad, -1).status().message()), ::testing::HasSubstr("att_cache"));
+  EXPECT_THAT(std::string((*encoder)->ForwardChunk(bad, -1).status().message()),
+              ::testing::HasSubstr("att_cache"));
   auto cache = Tensor::Zeros({3, 4, 5, 48}, DType::kFloat32);
   bad = in;
   bad.att_cache = cache->view();
   bad.offset = 2;
-  EXPECT_THAT(std::string((*encoder)->ForwardChunk(bad, -1).status().message()), ::testing::HasSubstr("offset 2"));
+  EXPECT_THAT(std::string((*encoder)->ForwardChunk(bad, -1).status().message()),
+              ::testing::HasSubstr("offset 2"));
   EXPECT_FALSE((*encoder)->ForwardChunk(in, -5).ok());
-  EXPECT_FALSE(ConformerEncoder::Create(model->get(), EncoderOptions{0, 16384}).ok());
+  EncoderOptions no_table;
+  no_table.max_table_positions = 0;
+  EXPECT_FALSE(ConformerEncoder::Create(model->get(), encoder->ctx.get(), no_table).ok());
+  EncoderOptions half;
+  half.dtype = DType::kBFloat16;  // The CPU computes in float32 only.
+  EXPECT_FALSE(ConformerEncoder::Create(model->get(), encoder->ctx.get(), half).ok());
   EXPECT_TRUE((*encoder)->ForwardChunk(in, -1).ok());
 }
 

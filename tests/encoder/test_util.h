@@ -14,11 +14,44 @@
 #include <string>
 #include <vector>
 
+#include "common/execution_context.h"
 #include "common/tensor.h"
+#include "encoder/conformer_encoder.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace oasr::encoder::testing {
+
+// An encoder with a CPU execution context of its own.
+struct CpuEncoder {
+  std::unique_ptr<ExecutionContext> ctx;
+  std::unique_ptr<ConformerEncoder> encoder;
+  ConformerEncoder* operator->() const { return encoder.get(); }
+  ConformerEncoder& operator*() const { return *encoder; }
+};
+
+// Reserves the workspace a cohort of `batch` rows of `chunk` frames needs.
+inline void EnsureWorkspace(ConformerEncoder& encoder, int batch, int chunk) {
+  Arena& arena = encoder.context().workspace();
+  const size_t need = encoder.WorkspaceBytes(batch, chunk);
+  if (arena.capacity() < need) {
+    ASSERT_TRUE(encoder.context().ReserveWorkspace(need, 0).ok());
+  }
+}
+
+inline absl::StatusOr<CpuEncoder> MakeCpuEncoder(const ConformerModel* model, int threads = 1,
+                                                 int64_t max_table_positions = 16384) {
+  ExecutionContextOptions o;
+  o.cpu_threads = threads;
+  absl::StatusOr<std::unique_ptr<ExecutionContext>> ctx = ExecutionContext::Create(o);
+  if (!ctx.ok()) return ctx.status();
+  EncoderOptions options;
+  options.max_table_positions = max_table_positions;
+  absl::StatusOr<std::unique_ptr<ConformerEncoder>> enc =
+      ConformerEncoder::Create(model, ctx->get(), options);
+  if (!enc.ok()) return enc.status();
+  return CpuEncoder{std::move(*ctx), std::move(*enc)};
+}
 
 #ifdef OASR_ENCODER_FIXTURES
 // The fixture folder made by the ctest fixture `encoder_golden`.
@@ -59,11 +92,13 @@ inline RawTensor FloatTensor(std::vector<int64_t> shape, const std::vector<float
   return t;
 }
 
-inline void WriteSafetensors(const std::string& path, const std::map<std::string, RawTensor>& tensors) {
+inline void WriteSafetensors(const std::string& path,
+                             const std::map<std::string, RawTensor>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   std::string data;
   for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape},
+    header[name] = {{"dtype", t.dtype},
+                    {"shape", t.shape},
                     {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
     data += t.bytes;
   }
@@ -77,7 +112,8 @@ inline void WriteSafetensors(const std::string& path, const std::map<std::string
 
 // Copies a model directory to a fresh temporary one named after the test.
 inline std::string CopyModelDir(const std::string& src, const std::string& name) {
-  const std::filesystem::path dst = std::filesystem::temp_directory_path() / ("oasr_encoder_" + name);
+  const std::filesystem::path dst =
+      std::filesystem::temp_directory_path() / ("oasr_encoder_" + name);
   std::filesystem::remove_all(dst);
   std::filesystem::copy(src, dst, std::filesystem::copy_options::recursive);
   return dst.string();

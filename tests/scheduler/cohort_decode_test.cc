@@ -1,9 +1,11 @@
-// The engine's batched decode over packed cohort log-probs: the same results
-// as decoding each stream alone, and a stream whose decode fails fails alone.
+// The engine's batched decode over a cohort's [rows, chunk, V] log-probs: the
+// same results as decoding each stream alone, and a stream whose decode fails
+// fails alone.
 #include "scheduler/cohort_decode.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -36,18 +38,21 @@ std::vector<float> RandomRows(std::mt19937& rng, int64_t frames) {
 struct Cohort {
   std::vector<int32_t> frames;              // Per row.
   std::vector<std::vector<float>> per_row;  // Each row's [frames, V].
-  std::vector<float> packed;                // Sized rows x kT x V, packed at the front.
+  std::vector<float> padded;                // [rows, kT, V]: row i at i * kT * V.
+  TensorView View() {
+    return TensorView(padded.data(), DType::kFloat32, {static_cast<int64_t>(frames.size()), kT, kV},
+                      Device::Cpu());
+  }
 };
 
 Cohort MakeCohort(std::mt19937& rng, std::vector<int32_t> frames) {
   Cohort c;
   c.frames = std::move(frames);
-  c.packed.assign(c.frames.size() * kT * kV, 0.0f);
-  size_t at = 0;
-  for (int32_t f : c.frames) {
-    c.per_row.push_back(RandomRows(rng, f));
-    std::copy(c.per_row.back().begin(), c.per_row.back().end(), c.packed.begin() + at);
-    at += c.per_row.back().size();
+  // Padding frames are garbage the decoder must not read.
+  c.padded.assign(c.frames.size() * kT * kV, std::nanf(""));
+  for (size_t i = 0; i < c.frames.size(); ++i) {
+    c.per_row.push_back(RandomRows(rng, c.frames[i]));
+    std::copy(c.per_row.back().begin(), c.per_row.back().end(), c.padded.begin() + i * kT * kV);
   }
   return c;
 }
@@ -66,7 +71,7 @@ void ExpectSameTranscript(const decoder::CtcDecoder& dec, const cache::DecoderSt
 TEST(CohortDecodeTest, FullAndShortChunksMatchDecodingAlone) {
   auto dec = MakeDecoder();
   std::mt19937 rng(3);
-  // Short chunks (a stream's last) anywhere: each ends a DecodeChunks run.
+  // Short chunks (a stream's last) anywhere.
   const std::vector<int32_t> frames = {4, 4, 2, 4, 1, 3, 4, 4};
   std::vector<std::unique_ptr<cache::DecoderState>> batched, alone;
   std::vector<cache::DecoderState*> states;
@@ -78,7 +83,7 @@ TEST(CohortDecodeTest, FullAndShortChunksMatchDecodingAlone) {
   for (int chunk = 0; chunk < 3; ++chunk) {
     Cohort c = MakeCohort(rng, frames);
     std::vector<absl::Status> status(frames.size());
-    DecodeCohort(*dec, states, c.frames, c.packed.data(), kT, status);
+    ASSERT_TRUE(DecodeCohort(*dec, states, c.frames, c.View(), nullptr, status).ok());
     for (size_t i = 0; i < frames.size(); ++i) {
       EXPECT_TRUE(status[i].ok()) << "row " << i << ": " << status[i];
       ASSERT_TRUE(dec->DecodeChunk(*alone[i], decoder::testing::View(c.per_row[i], kV)).ok());
@@ -97,13 +102,13 @@ TEST(CohortDecodeTest, AFailingStreamFailsAloneAndSkippedRowsAreUntouched) {
     alone.push_back(dec->CreateState());
   }
   // Row 1 has finished (DecodeChunks refuses the whole run for it); row 3 is
-  // skipped (its commit failed in the engine), though its frames are packed.
+  // skipped (its commit failed in the engine), though its frames are there.
   ASSERT_TRUE(dec->FinalizeStream(*batched[1]).ok());
   std::vector<cache::DecoderState*> states = {batched[0].get(), batched[1].get(), batched[2].get(),
                                               nullptr, batched[4].get()};
   Cohort c = MakeCohort(rng, frames);
   std::vector<absl::Status> status(frames.size(), absl::InternalError("unset"));
-  DecodeCohort(*dec, states, c.frames, c.packed.data(), kT, status);
+  ASSERT_TRUE(DecodeCohort(*dec, states, c.frames, c.View(), nullptr, status).ok());
   EXPECT_EQ(status[1].code(), absl::StatusCode::kFailedPrecondition) << status[1];
   EXPECT_TRUE(status[3].ok()) << status[3];
   EXPECT_EQ(dec->GetStatus(*batched[3]).frames_decoded, 0);
@@ -112,6 +117,22 @@ TEST(CohortDecodeTest, AFailingStreamFailsAloneAndSkippedRowsAreUntouched) {
     ASSERT_TRUE(dec->DecodeChunk(*alone[i], decoder::testing::View(c.per_row[i], kV)).ok());
     ExpectSameTranscript(*dec, *batched[i], *alone[i], i);
   }
+}
+
+TEST(CohortDecodeTest, DeviceLogProbsNeedAContext) {
+  auto dec = MakeDecoder();
+  std::mt19937 rng(7);
+  Cohort c = MakeCohort(rng, {4});
+  auto state = dec->CreateState();
+  std::vector<cache::DecoderState*> states = {state.get()};
+  std::vector<absl::Status> status(1);
+  const TensorView on_gpu(c.padded.data(), DType::kFloat32, {1, kT, kV}, Device::Cuda(0));
+  EXPECT_EQ(DecodeCohort(*dec, states, c.frames, on_gpu, nullptr, status).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dec->GetStatus(*state).frames_decoded, 0);
+  const TensorView wrong_vocab(c.padded.data(), DType::kFloat32, {1, kT, kV - 1}, Device::Cpu());
+  EXPECT_EQ(DecodeCohort(*dec, states, c.frames, wrong_vocab, nullptr, status).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include "decoder/symbol_table.h"
 #include "encoder/conformer_encoder.h"
 #include "scheduler/conformer_streaming_model.h"
+#include "scheduler/model_factory.h"
+#include "tests/encoder/test_util.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -28,8 +30,8 @@ std::vector<int16_t> MakeAudio(std::mt19937& rng, double seconds, int rate) {
   for (size_t i = 0; i < out.size(); ++i) {
     const double t = static_cast<double>(i) / rate;
     const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 1.3 * t);
-    const double x = a * env * (std::sin(2 * M_PI * f1 * t) + 0.5 * std::sin(2 * M_PI * f2 * t)) +
-                     noise(rng);
+    const double x =
+        a * env * (std::sin(2 * M_PI * f1 * t) + 0.5 * std::sin(2 * M_PI * f2 * t)) + noise(rng);
     out[i] = static_cast<int16_t>(std::clamp(x, -32768.0, 32767.0));
   }
   return out;
@@ -41,18 +43,15 @@ struct TestEngine {
 };
 
 TestEngine MakeEngine(EngineConfig config) {
-  auto model = ConformerStreamingModel::Load(kModelDir, {});
-  EXPECT_TRUE(model.ok()) << model.status();
-  auto units = decoder::SymbolTable::Load(kModelDir + "/units.txt");
-  EXPECT_TRUE(units.ok()) << units.status();
-  auto dec = decoder::CtcDecoder::Create(
-      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
-  EXPECT_TRUE(dec.ok()) << dec.status();
-  TestEngine setup;
-  setup.model = model->get();
-  auto engine = Engine::Create(config, std::move(*model), std::move(*dec));
+  ModelOptions options;
+  options.model_dir = kModelDir;
+  options.decoder = config.decoder;
+  auto engine = LoadEngine(options, config);
   EXPECT_TRUE(engine.ok()) << engine.status();
+  TestEngine setup;
+  if (!engine.ok()) return setup;
   setup.engine = std::move(*engine);
+  setup.model = dynamic_cast<const ConformerStreamingModel*>(&setup.engine->model());
   return setup;
 }
 
@@ -67,19 +66,19 @@ std::vector<decoder::DecodeResult> TranscribeAlone(const Engine& engine,
   EXPECT_TRUE(frontend.ok());
   EXPECT_TRUE((*frontend)->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size())).ok());
   EXPECT_TRUE((*frontend)->InputFinished().ok());
-  auto encoder = encoder::ConformerEncoder::Create(&model.model(), {});
-  EXPECT_TRUE(encoder.ok());
+  // Its own context: the engine's scheduler thread drives the model's.
+  auto encoder = encoder::testing::MakeCpuEncoder(&model.model());
+  EXPECT_TRUE(encoder.ok()) << encoder.status();
   const decoder::CtcDecoder& dec = engine.decoder();
   auto dec_mut = const_cast<decoder::CtcDecoder*>(&dec);
   auto state = dec_mut->CreateState();
   EXPECT_TRUE(dec_mut->ConfigureStream(*state, options).ok());
 
   const cache::CacheConfig& cc = engine.cache_config();
-  const int required =
-      cc.num_left_chunks < 0 ? -1 : cc.chunk_size * cc.num_left_chunks;
+  const int required = cc.num_left_chunks < 0 ? -1 : cc.chunk_size * cc.num_left_chunks;
   Tensor att = *Tensor::Zeros({cc.num_layers, cc.n_kv_head, 0, 2 * cc.head_dim}, DType::kFloat32);
-  Tensor cnn = *Tensor::Zeros({cc.num_layers, cc.cnn_cache_frames(), cc.hidden_dim},
-                              DType::kFloat32);
+  Tensor cnn =
+      *Tensor::Zeros({cc.num_layers, cc.cnn_cache_frames(), cc.hidden_dim}, DType::kFloat32);
   int64_t offset = 0;
   const int64_t ready = (*frontend)->NumFramesReady();
   for (int64_t k = 0; max_chunks < 0 || k < max_chunks; ++k) {
@@ -223,8 +222,8 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
     if (live.empty()) continue;
     const size_t pick = rng() % live.size();
     Sim& s = sims[live[pick]];
-    const size_t n = std::min(s.audio.size() - s.sent,
-                              static_cast<size_t>(s.rate * (20 + rng() % 231) / 1000));
+    const size_t n =
+        std::min(s.audio.size() - s.sent, static_cast<size_t>(s.rate * (20 + rng() % 231) / 1000));
     ASSERT_TRUE(s.stream->PushAudio({s.audio.data() + s.sent, n}).ok());
     s.sent += n;
     if (s.cancel_at >= 0 && static_cast<int64_t>(s.sent) >= s.cancel_at) {
@@ -247,8 +246,7 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
       continue;
     }
     ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
-    ExpectSameResults(c.finals,
-                      TranscribeAlone(engine, *setup.model, s.audio, s.rate, s.options),
+    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, s.audio, s.rate, s.options),
                       "stream " + std::to_string(i));
   }
   EXPECT_GT(cancelled, 0);

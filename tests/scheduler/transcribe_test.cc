@@ -5,8 +5,8 @@
 // log-probs equal the encoder's dense ForwardChunk run. Also: the model's
 // declared stream states size the conv cache.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -23,6 +23,7 @@
 #include "encoder/npy_io.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
+#include "scheduler/model_factory.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -34,8 +35,9 @@ std::vector<int16_t> MakeAudio(double seconds, int rate, double f0) {
   for (size_t i = 0; i < out.size(); ++i) {
     const double t = static_cast<double>(i) / rate;
     const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 1.7 * t);
-    const double x = 6000 * env * (std::sin(2 * M_PI * f0 * t) + 0.4 * std::sin(2 * M_PI * 3.1 * f0 * t)) +
-                     200 * std::sin(2 * M_PI * 2917 * t);
+    const double x =
+        6000 * env * (std::sin(2 * M_PI * f0 * t) + 0.4 * std::sin(2 * M_PI * 3.1 * f0 * t)) +
+        200 * std::sin(2 * M_PI * 2917 * t);
     out[i] = static_cast<int16_t>(std::lround(x));
   }
   return out;
@@ -105,8 +107,8 @@ ToolRun RunTool(const std::string& args, const std::string& tag) {
   const std::filesystem::path dir = TestDir();
   const std::string out = (dir / ("oasr_transcribe_" + tag + ".out")).string();
   const std::string err = (dir / ("oasr_transcribe_" + tag + ".err")).string();
-  const std::string command =
-      std::string(OASR_TRANSCRIBE_BIN) + " --model-dir " + kModelDir + " " + args + " >" + out + " 2>" + err;
+  const std::string command = std::string(OASR_TRANSCRIBE_BIN) + " --model-dir " + kModelDir + " " +
+                              args + " >" + out + " 2>" + err;
   ToolRun run;
   const int raw = std::system(command.c_str());
   run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -127,16 +129,13 @@ std::string EngineTranscript(const std::vector<int16_t>& samples, int rate, bool
   EngineConfig config;
   config.num_left_chunks = left;
   config.max_buffered_audio_s = 3600;
-  config.decoder.method = greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
+  config.decoder.method =
+      greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
   config.decoder.stream.nbest = 1;
-  auto model = ConformerStreamingModel::Load(kModelDir, {});
-  EXPECT_TRUE(model.ok()) << model.status();
-  auto units = decoder::SymbolTable::Load(kModelDir + "/units.txt");
-  EXPECT_TRUE(units.ok()) << units.status();
-  auto dec = decoder::CtcDecoder::Create(config.decoder,
-                                         std::make_shared<const decoder::SymbolTable>(std::move(*units)));
-  EXPECT_TRUE(dec.ok()) << dec.status();
-  auto engine = Engine::Create(config, std::move(*model), std::move(*dec));
+  ModelOptions options;
+  options.model_dir = kModelDir;
+  options.decoder = config.decoder;
+  auto engine = LoadEngine(options, config);
   EXPECT_TRUE(engine.ok()) << engine.status();
   StreamRequest request;
   request.sample_rate = rate;
@@ -178,20 +177,23 @@ std::vector<float> DenseLogProbs(const std::vector<int16_t>& samples, int rate, 
   const int64_t total = (*frontend)->NumFramesReady();
   std::vector<float> feats(static_cast<size_t>(total * c.input_dim));
   EXPECT_TRUE((*frontend)->GetFrames(0, total, feats.data()).ok());
-  auto encoder = encoder::ConformerEncoder::Create(&(*model)->model(), {});
-  Tensor att = *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32);
-  Tensor cnn = *Tensor::Zeros((*encoder)->ConvStateShape(), DType::kFloat32);
+  encoder::ConformerEncoder& encoder = (*model)->encoder();
+  Tensor att =
+      *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32);
+  Tensor cnn = *Tensor::Zeros(encoder.ConvStateShape(), DType::kFloat32);
   std::vector<float> out;
   *frames = 0;
   const int chunk = c.chunk_size;
-  for (int64_t start = 0; start + c.right_context() < total; start += chunk * c.subsampling_rate()) {
+  for (int64_t start = 0; start + c.right_context() < total;
+       start += chunk * c.subsampling_rate()) {
     const int64_t n = std::min<int64_t>(c.WindowFrames(chunk), total - start);
-    const TensorView window(feats.data() + start * c.input_dim, DType::kFloat32, Shape{n, c.input_dim},
-                            Device::Cpu());
-    auto r = (*encoder)->ForwardChunk({window, *frames, att.view(), cnn.view()},
-                                      left < 0 ? -1 : chunk * left);
+    const TensorView window(feats.data() + start * c.input_dim, DType::kFloat32,
+                            Shape{n, c.input_dim}, Device::Cpu());
+    auto r = encoder.ForwardChunk({window, *frames, att.view(), cnn.view()},
+                                  left < 0 ? -1 : chunk * left);
     EXPECT_TRUE(r.ok()) << r.status();
-    out.insert(out.end(), r->log_probs.data<float>(), r->log_probs.data<float>() + r->log_probs.numel());
+    out.insert(out.end(), r->log_probs.data<float>(),
+               r->log_probs.data<float>() + r->log_probs.numel());
     *frames += r->log_probs.dim(0);
     att = std::move(r->att_cache);
     cnn = std::move(r->cnn_cache);
@@ -210,7 +212,8 @@ std::vector<File> MakeFiles() {
   const std::filesystem::path dir = TestDir();
   std::vector<File> files = {
       {(dir / "oasr_tx_pcm16k.wav").string(), "oasr_tx_pcm16k", MakeAudio(2.3, 16000, 220), 16000},
-      {(dir / "oasr_tx_float44k.wav").string(), "oasr_tx_float44k", MakeAudio(1.6, 44100, 310), 44100},
+      {(dir / "oasr_tx_float44k.wav").string(), "oasr_tx_float44k", MakeAudio(1.6, 44100, 310),
+       44100},
   };
   WriteWav(files[0].path, files[0].samples, 16000, /*as_float=*/false, 1);
   WriteWav(files[1].path, files[1].samples, 44100, /*as_float=*/true, 2);
@@ -227,7 +230,8 @@ void CheckNpy(const File& f, const std::string& dir, int left) {
   EXPECT_EQ(got->dim(1), 53);
   ASSERT_EQ(got->numel(), static_cast<int64_t>(want.size()));
   float diff = 0;
-  for (int64_t i = 0; i < got->numel(); ++i) diff = std::max(diff, std::abs(got->data<float>()[i] - want[i]));
+  for (int64_t i = 0; i < got->numel(); ++i)
+    diff = std::max(diff, std::abs(got->data<float>()[i] - want[i]));
   EXPECT_LT(diff, 1e-5f) << f.path;
 }
 
@@ -251,7 +255,8 @@ TEST(TranscribeTest, GreedyWithLeftChunksMatchesTheEngine) {
   const std::vector<File> files = MakeFiles();
   const std::string npy = (TestDir() / "oasr_tx_npy_l2").string();
   std::filesystem::remove_all(npy);
-  const ToolRun run = RunTool("--greedy --num-left-chunks 2 --npy " + npy + " " + files[0].path, "greedy");
+  const ToolRun run =
+      RunTool("--greedy --num-left-chunks 2 --npy " + npy + " " + files[0].path, "greedy");
   ASSERT_EQ(run.status, 0) << run.stderr_text;
   ASSERT_TRUE(run.transcripts.count(files[0].path));
   EXPECT_EQ(run.transcripts.at(files[0].path),
@@ -267,12 +272,15 @@ TEST(TranscribeTest, BadFilesAreReportedAndTheRestTranscribed) {
   EXPECT_EQ(run.status, 1);
   EXPECT_EQ(run.transcripts.size(), 1u);
   EXPECT_TRUE(run.transcripts.count(files[0].path));
-  EXPECT_NE(run.stderr_text.find(junk + ": INVALID_ARGUMENT"), std::string::npos) << run.stderr_text;
-  EXPECT_NE(run.stderr_text.find("/nonexistent/x.wav: NOT_FOUND"), std::string::npos) << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find(junk + ": INVALID_ARGUMENT"), std::string::npos)
+      << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find("/nonexistent/x.wav: NOT_FOUND"), std::string::npos)
+      << run.stderr_text;
   EXPECT_EQ(RunTool("--beam 0 " + files[0].path, "args").status, 2);
 }
 
-// The declared conv state is what the engine's CnnCacheManager allocates.
+// The declared conv state is what a CnnCacheManager for the model's cache
+// config allocates (the seed's single-spec layout).
 TEST(ConformerStreamingModelTest, StreamStatesSizeTheConvCache) {
   auto model = ConformerStreamingModel::Load(kModelDir, {});
   ASSERT_TRUE(model.ok());

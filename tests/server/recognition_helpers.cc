@@ -11,9 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "decoder/symbol_table.h"
-#include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
+#include "scheduler/model_factory.h"
 
 namespace oasr::testing {
 
@@ -42,17 +41,10 @@ std::vector<int16_t> MakeAudio(uint32_t seed, double seconds, int rate) {
 
 std::vector<std::string> EngineFinals(const std::vector<int16_t>& audio, int rate) {
   const std::string model_dir = SmallModelDir();
-  auto model = scheduler::ConformerStreamingModel::Load(model_dir, {});
-  EXPECT_TRUE(model.ok()) << model.status();
-  auto units = decoder::SymbolTable::Load(model_dir + "/units.txt");
-  EXPECT_TRUE(units.ok()) << units.status();
-  if (!model.ok() || !units.ok()) return {};
   scheduler::EngineConfig config;
-  auto ctc = decoder::CtcDecoder::Create(
-      config.decoder, std::make_shared<const decoder::SymbolTable>(std::move(*units)));
-  EXPECT_TRUE(ctc.ok()) << ctc.status();
-  if (!ctc.ok()) return {};
-  auto engine = scheduler::Engine::Create(config, std::move(*model), std::move(*ctc));
+  scheduler::ModelOptions options;
+  options.model_dir = model_dir;
+  auto engine = scheduler::LoadEngine(options, config);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
   scheduler::StreamRequest request;

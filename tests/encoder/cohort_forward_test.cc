@@ -1,15 +1,16 @@
-// The paged entry points (ForwardChunkPaged / ForwardChunksPaged) over a real
-// cache::AttentionCacheManager and BlockPool: one stream against the PyTorch
-// reference's log-probs, and cohorts of streams at mixed offsets, history
-// lengths and slots (with and without eviction) against the dense
-// ForwardChunk run of each stream -- log-probs and the retained K/V history
-// itself, chunk by chunk.
+// The cohort forward (ConformerEncoder::ForwardCohort) over a real
+// cache::AttentionCacheManager, BlockPool and SlotStateCache, the engine's
+// caches: one stream against the PyTorch reference's log-probs, and cohorts
+// of streams at mixed offsets, history lengths and slots (with and without
+// eviction) against the dense ForwardChunk run of each stream -- log-probs,
+// the retained K/V history and the conv state itself, chunk by chunk.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "cache/attention_cache_manager.h"
 #include "cache/block_pool.h"
+#include "cache/slot_state_cache.h"
 #include "encoder/conformer_encoder.h"
 #include "encoder/npy_io.h"
 #include "gmock/gmock.h"
@@ -35,13 +36,15 @@ Tensor LoadFeats(const nlohmann::json& c, const ConformerModel& model) {
   return std::move(*feats);
 }
 
-// A real pool and attention manager in float32 on the CPU, one block per chunk
-// (the engine's geometry).
+// A real pool, attention manager and conv-state cache in float32 on the CPU,
+// one block per chunk (the engine's geometry).
 struct PagedCaches {
   std::unique_ptr<cache::BlockPool> pool;
   std::unique_ptr<cache::AttentionCacheManager> attention;
+  std::unique_ptr<cache::SlotStateCache> states;
 
-  PagedCaches(const ModelConfig& c, int chunk, int left) {
+  PagedCaches(const ConformerEncoder& encoder, int chunk, int left) {
+    const ModelConfig& c = encoder.config();
     cache::CacheConfig config;
     config.num_layers = c.num_blocks;
     config.n_kv_head = c.attention_heads;
@@ -61,24 +64,54 @@ struct PagedCaches {
     auto a = cache::AttentionCacheManager::Create(pool.get());
     EXPECT_TRUE(a.ok()) << a.status();
     attention = std::move(*a);
+    cache::StreamStateSpec conv{"cnn", encoder.ConvStateShape(), 1, false, DType::kFloat32};
+    auto st = cache::SlotStateCache::Create({conv}, config.max_batch_size, Device::Cpu());
+    EXPECT_TRUE(st.ok()) << st.status();
+    states = std::move(*st);
   }
 
-  // The encoder's description of the pool for the current cohort.
-  std::vector<PagedKvLayer> Layers() const {
-    std::vector<PagedKvLayer> layers;
-    for (int l = 0; l < attention->config().num_layers; ++l) {
-      const cache::PagedKvCacheView v = attention->GetPagedKvCache(l);
-      layers.push_back({static_cast<float*>(v.k_cache.data()), static_cast<float*>(v.v_cache.data()),
-                        v.k_cache.dim(0), v.block_size});
-    }
-    return layers;
+  // The encoder's view of the pool and tables for the current cohort.
+  PagedKv Kv() const {
+    const cache::BlockTableMirror& m = attention->mirror();
+    PagedKv kv;
+    kv.k = pool->k_pool().data();
+    kv.v = pool->v_pool().data();
+    kv.num_blocks = pool->num_physical_blocks();
+    kv.block_size = attention->config().block_size_frames;
+    kv.block_table = static_cast<const int32_t*>(m.block_table().data());
+    kv.cache_lens = static_cast<const int32_t*>(m.cache_seqlens().data());
+    kv.host_block_table = kv.block_table;
+    kv.host_cache_lens = kv.cache_lens;
+    kv.table_stride = m.width();
+    return kv;
   }
+  ConvStates Conv() const { return ConvStates{states->buffer(0).data(), states->num_slots()}; }
+  // Slot `slot`'s conv state as [layers, K - 1, d].
+  std::vector<float> State(int slot) const {
+    const Shape shape = states->CohortShape(0, 1);
+    std::vector<float> out(static_cast<size_t>(shape.numel()));
+    const int32_t s = slot;
+    EXPECT_TRUE(states
+                    ->Gather(0, {&s, 1},
+                             TensorView(out.data(), DType::kFloat32, shape, Device::Cpu()), nullptr)
+                    .ok());
+    return out;
+  }
+};
 
-  PagedKvRow Row(int64_t id) const {
-    auto views = attention->GetPagedStateViews(id);
-    EXPECT_TRUE(views.ok()) << views.status();
-    return {static_cast<const int32_t*>(views->block_table.data()),
-            *static_cast<const int32_t*>(views->cache_seqlens.data())};
+// A cohort's inputs, staged like the engine's plan.
+struct Staged {
+  std::vector<int32_t> slots, frames, offsets;
+  std::vector<float> feats;
+  CohortInputs Inputs(int chunk) const {
+    CohortInputs in;
+    in.batch = static_cast<int>(slots.size());
+    in.chunk = chunk;
+    in.feats = feats.data();
+    in.slots = in.host_slots = slots.data();
+    in.frames = in.host_frames = frames.data();
+    in.offsets = in.host_offsets = offsets.data();
+    return in;
   }
 };
 
@@ -90,7 +123,6 @@ struct Twin {
   int64_t next_feat = 0;
   int64_t start_step = 0;
   int64_t offset = 0;
-  std::vector<float> cnn;  // Paged side's conv state.
   std::vector<float> paged_log_probs;
   // Dense side.
   Tensor att_cache;
@@ -107,8 +139,8 @@ Twin MakeTwin(const ConformerEncoder& encoder, int64_t id, int slot, Tensor feat
   t.feats = std::move(feats);
   t.offset = offset;
   t.start_step = start_step;
-  t.cnn.assign(static_cast<size_t>(encoder.ConvStateShape().numel()), 0.0f);
-  t.att_cache = *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32);
+  t.att_cache =
+      *Tensor::Zeros({c.num_blocks, c.attention_heads, 0, 2 * c.head_dim()}, DType::kFloat32);
   t.cnn_cache = *Tensor::Zeros(encoder.ConvStateShape(), DType::kFloat32);
   return t;
 }
@@ -124,10 +156,11 @@ int64_t WindowEnd(const ModelConfig& c, const Twin& t, int chunk) {
 // Steps every started twin with a chunk left, paged side as one cohort, dense
 // side one stream at a time; checks that the retained histories agree after
 // each step. Returns the largest cohort seen.
-int RunCohorts(const ConformerEncoder& encoder, PagedCaches& caches, std::vector<Twin>& twins,
-               int chunk, int left) {
+int RunCohorts(ConformerEncoder& encoder, PagedCaches& caches, std::vector<Twin>& twins, int chunk,
+               int left) {
   const ModelConfig& c = encoder.config();
   const int required = left < 0 ? -1 : chunk * left;
+  const int64_t window = c.WindowFrames(chunk);
   int max_batch = 0;
   for (int64_t step = 0;; ++step) {
     std::vector<Twin*> active;
@@ -142,35 +175,35 @@ int RunCohorts(const ConformerEncoder& encoder, PagedCaches& caches, std::vector
     max_batch = std::max<int>(max_batch, static_cast<int>(active.size()));
     EXPECT_TRUE(caches.attention->PrepareChunksBatched(ids).ok());
     caches.attention->UpdateDeviceMirror(nullptr);
-    const std::vector<PagedKvLayer> layers = caches.Layers();
-    std::vector<PagedChunkInput> inputs;
-    int64_t m = 0;
-    for (Twin* t : active) {
-      PagedChunkInput in;
-      in.feats = t->feats.data<float>() + t->next_feat * c.input_dim;
-      in.feat_frames = WindowEnd(c, *t, chunk) - t->next_feat;
-      in.offset = t->offset;
-      in.kv = caches.Row(t->id);
-      in.cnn_cache = t->cnn.data();
-      inputs.push_back(in);
-      m += encoder.OutputFrames(in.feat_frames);
+    Staged staged;
+    staged.feats.assign(active.size() * window * c.input_dim, 0.0f);
+    std::vector<int64_t> feat_frames;
+    for (size_t b = 0; b < active.size(); ++b) {
+      Twin* t = active[b];
+      feat_frames.push_back(WindowEnd(c, *t, chunk) - t->next_feat);
+      std::copy(t->feats.data<float>() + t->next_feat * c.input_dim,
+                t->feats.data<float>() + (t->next_feat + feat_frames[b]) * c.input_dim,
+                staged.feats.begin() + b * window * c.input_dim);
+      staged.slots.push_back(t->slot);
+      staged.frames.push_back(static_cast<int32_t>(encoder.OutputFrames(feat_frames[b])));
+      staged.offsets.push_back(static_cast<int32_t>(t->offset));
     }
-    std::vector<float> log_probs(static_cast<size_t>(m * c.output_dim));
-    const absl::Status status = encoder.ForwardChunksPaged(layers, inputs, log_probs.data());
+    std::vector<float> log_probs(active.size() * chunk * c.output_dim);
+    testing::EnsureWorkspace(encoder, static_cast<int>(active.size()), chunk);
+    const absl::Status status =
+        encoder.ForwardCohort(staged.Inputs(chunk), caches.Kv(), caches.Conv(), log_probs.data());
     EXPECT_TRUE(status.ok()) << status;
     if (!status.ok()) return max_batch;
 
-    int64_t row = 0;
     for (size_t b = 0; b < active.size(); ++b) {
       Twin& t = *active[b];
-      const int64_t rows = encoder.OutputFrames(inputs[b].feat_frames);
-      t.paged_log_probs.insert(t.paged_log_probs.end(), log_probs.data() + row * c.output_dim,
-                               log_probs.data() + (row + rows) * c.output_dim);
-      row += rows;
+      const int64_t rows = staged.frames[b];
+      const float* row_lp = log_probs.data() + b * chunk * c.output_dim;
+      t.paged_log_probs.insert(t.paged_log_probs.end(), row_lp, row_lp + rows * c.output_dim);
       EXPECT_TRUE(caches.attention->CommitChunkPaged(t.id, rows).ok());
 
       DenseChunkInput dense;
-      dense.feats = t.feats.view().Slice(t.next_feat, inputs[b].feat_frames);
+      dense.feats = t.feats.view().Slice(t.next_feat, feat_frames[b]);
       dense.offset = t.offset;
       dense.att_cache = t.att_cache.view();
       dense.cnn_cache = t.cnn_cache.view();
@@ -198,47 +231,49 @@ int RunCohorts(const ConformerEncoder& encoder, PagedCaches& caches, std::vector
       for (int64_t l = 0; l < c.num_blocks; ++l) {
         for (int64_t h = 0; h < c.attention_heads; ++h) {
           const int64_t lh = l * c.attention_heads + h;
-          diff = std::max(diff, testing::MaxAbsDiff(
-                                    stacked->data<float>() + (lh * have + have - kept) * 2 * c.head_dim(),
-                                    t.att_cache.data<float>() + lh * kept * 2 * c.head_dim(),
-                                    kept * 2 * c.head_dim()));
+          diff = std::max(diff,
+                          testing::MaxAbsDiff(
+                              stacked->data<float>() + (lh * have + have - kept) * 2 * c.head_dim(),
+                              t.att_cache.data<float>() + lh * kept * 2 * c.head_dim(),
+                              kept * 2 * c.head_dim()));
         }
       }
       EXPECT_LT(diff, 1e-5f) << "stream " << t.id << " step " << step;
-      EXPECT_LT(testing::MaxAbsDiff(t.cnn.data(), t.cnn_cache.data<float>(), t.cnn_cache.numel()),
+      const std::vector<float> state = caches.State(t.slot);
+      EXPECT_LT(testing::MaxAbsDiff(state.data(), t.cnn_cache.data<float>(), t.cnn_cache.numel()),
                 1e-5f);
     }
   }
   return max_batch;
 }
 
-class PagedForwardTest : public ::testing::Test {
+class CohortForwardTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fixture_ = SmallLn();
     auto model = ConformerModel::Load(fixture_["model_dir"].get<std::string>());
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
-    auto encoder = ConformerEncoder::Create(model_.get(), EncoderOptions{});
-    ASSERT_TRUE(encoder.ok());
+    auto encoder = testing::MakeCpuEncoder(model_.get());
+    ASSERT_TRUE(encoder.ok()) << encoder.status();
     encoder_ = std::move(*encoder);
   }
 
   nlohmann::json fixture_;
   std::unique_ptr<ConformerModel> model_;
-  std::unique_ptr<ConformerEncoder> encoder_;
+  testing::CpuEncoder encoder_;
 };
 
 // One stream alone through the pool gives the reference's chunk-masked
 // log-probs, for every chunk size and both history settings.
-TEST_F(PagedForwardTest, OneStreamMatchesReference) {
+TEST_F(CohortForwardTest, OneStreamMatchesReference) {
   for (const auto& run : fixture_["runs"]) {
     const int chunk = run["chunk_size"], left = run["num_left_chunks"];
-    PagedCaches caches(model_->config(), chunk, left);
+    PagedCaches caches(*encoder_, chunk, left);
     ASSERT_TRUE(caches.attention->AllocateStream(7, 3, nullptr).ok());
     std::vector<Twin> twins;
-    twins.push_back(MakeTwin(*encoder_, 7, 3, LoadFeats(fixture_, *model_), 0, 0));
-    RunCohorts(*encoder_, caches, twins, chunk, left);
+    twins.push_back(MakeTwin(*encoder_.encoder, 7, 3, LoadFeats(fixture_, *model_), 0, 0));
+    RunCohorts(*encoder_.encoder, caches, twins, chunk, left);
     auto golden = ReadNpyFloat32(run["log_probs"].get<std::string>());
     ASSERT_TRUE(golden.ok());
     ASSERT_EQ(static_cast<int64_t>(twins[0].paged_log_probs.size()), golden->numel());
@@ -253,22 +288,22 @@ TEST_F(PagedForwardTest, OneStreamMatchesReference) {
 // slots, one starting at a late offset: every cohort mixes offsets, history
 // lengths and (at the end) chunk lengths; each stream gets exactly its dense
 // run, with eviction (2 left chunks) and without.
-TEST_F(PagedForwardTest, CohortOfMixedOffsetsMatchesDense) {
+TEST_F(CohortForwardTest, CohortOfMixedOffsetsMatchesDense) {
   const Tensor all = LoadFeats(fixture_, *model_);
   const int chunk = 4;
   const int slots[] = {5, 0, 3, 1};
   for (int left : {-1, 2}) {
-    PagedCaches caches(model_->config(), chunk, left);
+    PagedCaches caches(*encoder_, chunk, left);
     std::vector<Twin> twins;
     for (int k = 0; k < 4; ++k) {
       const int64_t begin = k * 37, end = all.dim(0) - k * 53;
       auto feats = Tensor::Empty({end - begin, 80}, DType::kFloat32);
       ASSERT_TRUE(CopyTensor(feats->view(), all.view().Slice(begin, end - begin)).ok());
       ASSERT_TRUE(caches.attention->AllocateStream(100 + k, slots[k], nullptr).ok());
-      twins.push_back(MakeTwin(*encoder_, 100 + k, slots[k], std::move(*feats),
+      twins.push_back(MakeTwin(*encoder_.encoder, 100 + k, slots[k], std::move(*feats),
                                /*offset=*/k == 3 ? 500 : 0, /*start_step=*/3 * k));
     }
-    EXPECT_EQ(RunCohorts(*encoder_, caches, twins, chunk, left), 4);
+    EXPECT_EQ(RunCohorts(*encoder_.encoder, caches, twins, chunk, left), 4);
     for (const Twin& t : twins) {
       ASSERT_EQ(t.paged_log_probs.size(), t.dense_log_probs.size());
       ASSERT_FALSE(t.dense_log_probs.empty());
@@ -280,45 +315,57 @@ TEST_F(PagedForwardTest, CohortOfMixedOffsetsMatchesDense) {
   }
 }
 
-TEST_F(PagedForwardTest, RejectsBadInputsBeforeWriting) {
+TEST_F(CohortForwardTest, RejectsBadInputsBeforeWriting) {
   const ModelConfig& c = model_->config();
-  PagedCaches caches(c, 4, -1);
+  const int chunk = 4;
+  PagedCaches caches(*encoder_, chunk, -1);
   ASSERT_TRUE(caches.attention->AllocateStream(1, 0, nullptr).ok());
   const int64_t one = 1;
   ASSERT_TRUE(caches.attention->PrepareChunksBatched({&one, 1}).ok());
   caches.attention->UpdateDeviceMirror(nullptr);
-  std::vector<PagedKvLayer> layers = caches.Layers();
   Tensor feats = LoadFeats(fixture_, *model_);
-  std::vector<float> cnn(static_cast<size_t>(encoder_->ConvStateShape().numel()), 0.0f);
-  PagedChunkInput in;
-  in.feats = feats.data<float>();
-  in.feat_frames = c.WindowFrames(4);
-  in.kv = caches.Row(1);
-  in.cnn_cache = cnn.data();
-  std::vector<float> log_probs(4 * c.output_dim);
+  Staged staged;
+  staged.slots = {0};
+  staged.frames = {chunk};
+  staged.offsets = {0};
+  staged.feats.assign(feats.data<float>(),
+                      feats.data<float>() + c.WindowFrames(chunk) * c.input_dim);
+  std::vector<float> log_probs(chunk * c.output_dim);
+  const PagedKv kv = caches.Kv();
+  testing::EnsureWorkspace(*encoder_.encoder, 1, chunk);
 
-  auto message = [&](std::span<const PagedKvLayer> pool, const PagedChunkInput& input) {
-    const absl::Status s = encoder_->ForwardChunkPaged(pool, input, log_probs.data());
+  auto message = [&](const Staged& in, const PagedKv& pool) {
+    const absl::Status s =
+        encoder_->ForwardCohort(in.Inputs(chunk), pool, caches.Conv(), log_probs.data());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     return std::string(s.message());
   };
-  EXPECT_THAT(message(std::span(layers).first(2), in), ::testing::HasSubstr("2 layers given, the model has 3"));
-  PagedChunkInput bad = in;
-  bad.feat_frames = c.right_context();
-  EXPECT_THAT(message(layers, bad), ::testing::HasSubstr("feature frames"));
-  bad = in;
-  bad.kv.length = 3;  // Offset 0 is below it.
-  EXPECT_THAT(message(layers, bad), ::testing::HasSubstr("offset 0"));
-  // A window of two chunks reaches a block that was never reserved.
-  const int32_t unreserved[2] = {in.kv.block_row[0], -1};
-  bad = in;
-  bad.kv.block_row = unreserved;
-  bad.feat_frames = c.WindowFrames(8);
-  EXPECT_THAT(message(layers, bad), ::testing::HasSubstr("block_row[1] = -1"));
+  Staged bad = staged;
+  bad.frames = {0};
+  EXPECT_THAT(message(bad, kv), ::testing::HasSubstr("frames 0 is outside [1, 4]"));
+  bad = staged;
+  bad.slots = {9};
+  EXPECT_THAT(message(bad, kv), ::testing::HasSubstr("slot 9"));
+  // A cache length above the offset.
+  std::vector<int32_t> lens = {3};
+  PagedKv bad_kv = kv;
+  bad_kv.host_cache_lens = bad_kv.cache_lens = lens.data();
+  EXPECT_THAT(message(staged, bad_kv),
+              ::testing::HasSubstr("offset 0 is below the cache length 3"));
+  // A table entry that names no block of the pool.
+  std::vector<int32_t> table = {-1};
+  bad_kv = kv;
+  bad_kv.host_block_table = bad_kv.block_table = table.data();
+  bad_kv.table_stride = 1;
+  EXPECT_THAT(message(staged, bad_kv), ::testing::HasSubstr("block_table[0] = -1"));
   // Nothing was written: the conv state is still zero.
-  auto nonzero = [&] { return std::any_of(cnn.begin(), cnn.end(), [](float x) { return x != 0.0f; }); };
+  auto nonzero = [&] {
+    const std::vector<float> state = caches.State(0);
+    return std::any_of(state.begin(), state.end(), [](float x) { return x != 0.0f; });
+  };
   EXPECT_FALSE(nonzero());
-  EXPECT_TRUE(encoder_->ForwardChunkPaged(layers, in, log_probs.data()).ok());
+  EXPECT_TRUE(
+      encoder_->ForwardCohort(staged.Inputs(chunk), kv, caches.Conv(), log_probs.data()).ok());
   EXPECT_TRUE(nonzero());
 }
 

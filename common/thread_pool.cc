@@ -1,6 +1,6 @@
-#include "encoder/thread_pool.h"
+#include "common/thread_pool.h"
 
-namespace oasr::encoder {
+namespace oasr {
 namespace {
 
 thread_local bool in_parallel_for = false;
@@ -80,4 +80,4 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   fn_ = nullptr;
 }
 
-}  // namespace oasr::encoder
+}  // namespace oasr

@@ -1,4 +1,4 @@
-// A small fork-join pool for the CPU encoder: ParallelFor splits a loop over
+// A small fork-join pool for CPU compute: ParallelFor splits a loop over
 // `threads` threads (the caller plus threads - 1 workers) and returns when
 // every index is done.
 #pragma once
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace oasr::encoder {
+namespace oasr {
 
 class ThreadPool {
  public:
@@ -41,10 +41,10 @@ class ThreadPool {
   const std::function<void(int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};
-  int64_t finished_ = 0;   // Indices completed in the current job (guarded by mutex_).
-  int active_ = 0;         // Workers inside the current job (guarded by mutex_).
+  int64_t finished_ = 0;  // Indices completed in the current job (guarded by mutex_).
+  int active_ = 0;        // Workers inside the current job (guarded by mutex_).
   uint64_t generation_ = 0;
   bool stop_ = false;
 };
 
-}  // namespace oasr::encoder
+}  // namespace oasr

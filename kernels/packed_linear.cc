@@ -1,4 +1,4 @@
-#include "encoder/packed_linear.h"
+#include "kernels/packed_linear.h"
 
 #include <immintrin.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/check.h"
 
-namespace oasr::encoder {
+namespace oasr::kernels {
 namespace {
 
 constexpr int kPanel = PackedLinear::kPanel;
@@ -17,10 +17,10 @@ struct KernelArgs {
   int64_t ldx;
   const float* panel;  // [k][kPanel]
   int64_t k;
-  const float* bias;   // [kPanel]
-  float* y;            // Output columns of this panel.
+  const float* bias;  // [kPanel]
+  float* y;           // Output columns of this panel.
   int64_t ldy;
-  int valid;           // Columns of the panel that exist (<= kPanel).
+  int valid;  // Columns of the panel that exist (<= kPanel).
   bool accumulate;
 };
 
@@ -92,46 +92,75 @@ using cpu::Isa;
 // Runs rows [0, rows) of one panel in register tiles.
 void RunAvx512(KernelArgs a, int64_t rows) {
   constexpr int kTile = 12;
-  for (; rows >= kTile; rows -= kTile, a.x += kTile * a.ldx, a.y += kTile * a.ldy) TileAvx512<kTile>(a);
+  for (; rows >= kTile; rows -= kTile, a.x += kTile * a.ldx, a.y += kTile * a.ldy)
+    TileAvx512<kTile>(a);
   switch (rows) {
-    case 11: TileAvx512<11>(a); break;
-    case 10: TileAvx512<10>(a); break;
-    case 9: TileAvx512<9>(a); break;
-    case 8: TileAvx512<8>(a); break;
-    case 7: TileAvx512<7>(a); break;
-    case 6: TileAvx512<6>(a); break;
-    case 5: TileAvx512<5>(a); break;
-    case 4: TileAvx512<4>(a); break;
-    case 3: TileAvx512<3>(a); break;
-    case 2: TileAvx512<2>(a); break;
-    case 1: TileAvx512<1>(a); break;
-    default: break;
+    case 11:
+      TileAvx512<11>(a);
+      break;
+    case 10:
+      TileAvx512<10>(a);
+      break;
+    case 9:
+      TileAvx512<9>(a);
+      break;
+    case 8:
+      TileAvx512<8>(a);
+      break;
+    case 7:
+      TileAvx512<7>(a);
+      break;
+    case 6:
+      TileAvx512<6>(a);
+      break;
+    case 5:
+      TileAvx512<5>(a);
+      break;
+    case 4:
+      TileAvx512<4>(a);
+      break;
+    case 3:
+      TileAvx512<3>(a);
+      break;
+    case 2:
+      TileAvx512<2>(a);
+      break;
+    case 1:
+      TileAvx512<1>(a);
+      break;
+    default:
+      break;
   }
 }
 
 void RunAvx2(KernelArgs a, int64_t rows) {
   constexpr int kTile = 3;
-  for (; rows >= kTile; rows -= kTile, a.x += kTile * a.ldx, a.y += kTile * a.ldy) TileAvx2<kTile>(a);
+  for (; rows >= kTile; rows -= kTile, a.x += kTile * a.ldx, a.y += kTile * a.ldy)
+    TileAvx2<kTile>(a);
   if (rows == 2) TileAvx2<2>(a);
   if (rows == 1) TileAvx2<1>(a);
 }
 
 }  // namespace
 
-PackedLinear::PackedLinear(const LinearWeights& w) : out_(w.weight.dim(0)), in_(w.weight.dim(1)) {
+PackedLinear::PackedLinear(const float* weight, const float* bias, int64_t out, int64_t in,
+                           float scale)
+    : out_(out), in_(in) {
   const int64_t panels = num_panels();
   auto packed = Tensor::Zeros({panels, in_, kPanel}, DType::kFloat32);
-  auto bias = Tensor::Zeros({panels * kPanel}, DType::kFloat32);
-  OASR_CHECK(packed.ok() && bias.ok(), "out of memory packing weights");
-  const float* src = w.weight.data<float>();
+  auto packed_bias = Tensor::Zeros({panels * kPanel}, DType::kFloat32);
+  OASR_CHECK(packed.ok() && packed_bias.ok(), "out of memory packing weights");
   float* dst = packed->data<float>();
   for (int64_t n = 0; n < out_; ++n) {
     const int64_t p = n / kPanel, j = n % kPanel;
-    for (int64_t k = 0; k < in_; ++k) dst[(p * in_ + k) * kPanel + j] = src[n * in_ + k];
+    for (int64_t k = 0; k < in_; ++k) dst[(p * in_ + k) * kPanel + j] = scale * weight[n * in_ + k];
   }
-  if (!w.bias.empty()) std::memcpy(bias->data(), w.bias.data(), w.bias.nbytes());
+  if (bias != nullptr) {
+    float* b = packed_bias->data<float>();
+    for (int64_t n = 0; n < out_; ++n) b[n] = scale * bias[n];
+  }
   panels_ = std::move(*packed);
-  bias_ = std::move(*bias);
+  bias_ = std::move(*packed_bias);
 }
 
 void PackedLinear::Forward(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
@@ -145,9 +174,15 @@ void PackedLinear::ForwardPanels(const float* x, int64_t m, int64_t ldx, float* 
   OASR_CHECK(cpu::IsaSupported(isa), "kernel not supported by this CPU");
   if (isa == Isa::kAuto) isa = cpu::BestIsa();
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    KernelArgs a{x, ldx, panels_.data<float>() + p * in_ * kPanel, in_,
-                 bias_.data<float>() + p * kPanel, y + p * kPanel, ldy,
-                 static_cast<int>(std::min<int64_t>(kPanel, out_ - p * kPanel)), accumulate};
+    KernelArgs a{x,
+                 ldx,
+                 panels_.data<float>() + p * in_ * kPanel,
+                 in_,
+                 bias_.data<float>() + p * kPanel,
+                 y + p * kPanel,
+                 ldy,
+                 static_cast<int>(std::min<int64_t>(kPanel, out_ - p * kPanel)),
+                 accumulate};
     switch (isa) {
       case Isa::kAuto:
       case Isa::kAvx512:
@@ -168,4 +203,4 @@ void PackedLinear::ForwardPanels(const float* x, int64_t m, int64_t ldx, float* 
   }
 }
 
-}  // namespace oasr::encoder
+}  // namespace oasr::kernels

@@ -11,10 +11,9 @@
 #include <cstdint>
 
 #include "common/tensor.h"
-#include "encoder/cpu_ops.h"
-#include "encoder/model_weights.h"
+#include "kernels/cpu_math.h"
 
-namespace oasr::encoder {
+namespace oasr::kernels {
 
 class PackedLinear {
  public:
@@ -23,9 +22,10 @@ class PackedLinear {
   using Isa = cpu::Isa;
 
   PackedLinear() = default;
-  // Packs w (weight [out, in], optional bias [out]). CHECK-fails only on
-  // allocation failure at load time.
-  explicit PackedLinear(const LinearWeights& w);
+  // Packs `weight` [out, in] (row-major float32) and `bias` [out] (null for
+  // none), both multiplied by `scale`. CHECK-fails only on allocation
+  // failure at load time.
+  PackedLinear(const float* weight, const float* bias, int64_t out, int64_t in, float scale = 1.0f);
 
   int64_t out_features() const { return out_; }
   int64_t in_features() const { return in_; }
@@ -40,8 +40,8 @@ class PackedLinear {
   // one range (ForwardPanels) touches only those output columns, so ranges
   // may run on different threads.
   int64_t num_panels() const { return (out_ + kPanel - 1) / kPanel; }
-  void ForwardPanels(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
-                     bool accumulate, int64_t panel_begin, int64_t panel_end,
+  void ForwardPanels(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate,
+                     int64_t panel_begin, int64_t panel_end,
                      Isa isa = Isa::kAuto) const;  // isa: must be cpu::IsaSupported.
 
  private:
@@ -51,4 +51,4 @@ class PackedLinear {
   Tensor bias_;    // [num_panels * kPanel], zero padded (zeros when absent).
 };
 
-}  // namespace oasr::encoder
+}  // namespace oasr::kernels

@@ -1,0 +1,98 @@
+// One stage of the Conformer's conv2d subsampling: a k x k convolution with
+// stride s and no padding over a [time, frequency, channel] image, bias and
+// ReLU, on channel-last (NHWC) activations so that every patch of the next
+// stage is contiguous. Computed as im2col + GEMM: on the CPU one image at a
+// time into OpenBLAS; on CUDA a group of images per launch pair (the patch
+// matrix in the arena, then cuBLASLt with bias and ReLU in its epilogue).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/execution_context.h"
+#include "common/gpu_stream.h"
+#include "kernels/linear.h"
+
+namespace oasr::kernels {
+
+struct Conv2dOptions {
+  int in_channels = 1;
+  int out_channels = 0;
+  int kernel = 3;
+  int stride = 2;
+  // Weights, patches and output: float32 on the CPU; float32, bfloat16 or
+  // float16 on CUDA.
+  DType dtype = DType::kFloat32;
+};
+
+struct Conv2dArgs {
+  // [n, h, w, in_channels] channel-last (in_channels 1: [n, h, w]).
+  const void* in = nullptr;
+  DType in_dtype = DType::kFloat32;  // float32, or the op's dtype.
+  int64_t n = 0;
+  int64_t h = 0;
+  int64_t w = 0;
+  // [n, OutSize(h), OutSize(w), out_channels] in the op's dtype.
+  void* out = nullptr;
+};
+
+// im2col of a group of images: patches[(i, t, f), (a, b, c)] =
+// in[i, t * s + a, f * s + b, c], columns past k * k * cin zero (padding
+// to `ld`). Exposed for the backend harness.
+struct Im2ColParams {
+  const void* in = nullptr;
+  DType in_dtype = DType::kFloat32;
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  int kernel = 3, stride = 2;
+  void* patches = nullptr;  // [n * h' * w', ld] in patch_dtype.
+  DType patch_dtype = DType::kFloat32;
+  int64_t ld = 0;  // >= kernel * kernel * c
+};
+
+class Conv2dOp {
+ public:
+  // `weight` [out_channels, kernel, kernel, in_channels] (input channel
+  // fastest) and `bias` [out_channels], float32 host. INVALID_ARGUMENT for
+  // bad geometry or a dtype the device does not compute in.
+  static absl::StatusOr<Conv2dOp> Create(const float* weight, const float* bias,
+                                         const Conv2dOptions& options, ExecutionContext& ctx);
+
+  static int64_t OutSize(int64_t in, int kernel, int stride) {
+    return in < kernel ? 0 : (in - kernel) / stride + 1;
+  }
+  int64_t OutSize(int64_t in) const { return OutSize(in, options_.kernel, options_.stride); }
+
+  // Runs over args.n images, taking its scratch from ctx.workspace() and
+  // giving it back (WorkspaceBytes of it). INVALID_ARGUMENT for images
+  // smaller than the kernel, dtype mismatches or too little scratch.
+  absl::Status Run(ExecutionContext& ctx, const Conv2dArgs& args) const;
+  // Scratch Run needs for n images of h x w.
+  size_t WorkspaceBytes(const ExecutionContext& ctx, int64_t n, int64_t h, int64_t w) const;
+
+  const Conv2dOptions& options() const { return options_; }
+
+ private:
+  // Images per im2col + GEMM pair on CUDA.
+  int64_t GroupSize(int64_t n, int64_t h, int64_t w) const;
+  int64_t patch() const {
+    return int64_t{options_.kernel} * options_.kernel * options_.in_channels;
+  }
+
+  Conv2dOptions options_;
+  int64_t ld_ = 0;             // Patch columns, padded to a multiple of 8.
+  std::vector<float> weight_;  // CPU: [out, patch].
+  std::vector<float> bias_;    // CPU: [out].
+  LinearOp gemm_;              // CUDA: [out, ld] with bias and ReLU.
+};
+
+// The im2col on ctx's device (the CPU: float32).
+absl::Status Im2Col(ExecutionContext& ctx, const Im2ColParams& p);
+void Im2ColCpu(const Im2ColParams& p);
+#if OASR_WITH_CUDA
+void LaunchIm2Col(const Im2ColParams& p, GpuStream stream);
+#endif
+
+}  // namespace oasr::kernels

@@ -1,0 +1,109 @@
+#include "kernels/linear.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/activation.h"
+
+#if OASR_WITH_CUDA
+#include "kernels/cuda_gemm.h"
+#endif
+
+namespace oasr::kernels {
+
+#if !OASR_WITH_CUDA
+class CudaGemm {};  // Never made without CUDA; complete for unique_ptr.
+#endif
+
+LinearOp::LinearOp() = default;
+LinearOp::~LinearOp() = default;
+LinearOp::LinearOp(LinearOp&&) noexcept = default;
+LinearOp& LinearOp::operator=(LinearOp&&) noexcept = default;
+
+absl::StatusOr<LinearOp> LinearOp::Create(const float* weight, const float* bias, int64_t out,
+                                          int64_t in, const LinearOptions& options,
+                                          ExecutionContext& ctx) {
+  if (weight == nullptr || out < 1 || in < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LinearOp: weight [", out, ", ", in, "] must be non-empty"));
+  }
+  LinearOp op;
+  op.out_ = out;
+  op.in_ = in;
+  op.options_ = options;
+  op.device_ = ctx.device();
+  if (ctx.device().is_cpu()) {
+    if (options.dtype != DType::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LinearOp: the CPU computes in float32, not ", DTypeName(options.dtype)));
+    }
+    op.cpu_ = std::make_unique<PackedLinear>(weight, bias, out, in, options.scale);
+    return op;
+  }
+#if OASR_WITH_CUDA
+  absl::StatusOr<std::unique_ptr<CudaGemm>> gemm =
+      CudaGemm::Create(weight, bias, out, in, options, ctx);
+  if (!gemm.ok()) return gemm.status();
+  op.cuda_ = std::move(*gemm);
+  return op;
+#else
+  return absl::UnavailableError("LinearOp: built without CUDA");
+#endif
+}
+
+absl::Status LinearOp::Run(ExecutionContext& ctx, const LinearArgs& args) const {
+  if (args.m == 0) return absl::OkStatus();
+  if (args.m < 0 || args.x == nullptr || args.y == nullptr || args.ldx < in_ || args.ldy < out_) {
+    return absl::InvalidArgumentError(absl::StrCat("LinearOp [", out_, ", ", in_, "]: m ", args.m,
+                                                   ", ldx ", args.ldx, ", ldy ", args.ldy,
+                                                   " (x and y non-null, ldx >= in, ldy >= out)"));
+  }
+  if (args.accumulate && options_.activation != Activation::kNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LinearOp: accumulate with activation ", ActivationName(options_.activation)));
+  }
+  if (args.y_dtype != DType::kFloat32 && args.y_dtype != options_.dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LinearOp: output dtype ", DTypeName(args.y_dtype), " is neither float32 nor ",
+                     DTypeName(options_.dtype)));
+  }
+  if (!(ctx.device() == device_)) {
+    return absl::InvalidArgumentError(absl::StrCat("LinearOp: made for ", device_.ToString(),
+                                                   ", run on ", ctx.device().ToString()));
+  }
+  if (cpu_ != nullptr) return RunCpu(ctx, args);
+#if OASR_WITH_CUDA
+  return cuda_->Run(ctx, args);
+#else
+  return absl::UnavailableError("LinearOp: built without CUDA");
+#endif
+}
+
+absl::Status LinearOp::RunCpu(ExecutionContext& ctx, const LinearArgs& args) const {
+  const float* x = static_cast<const float*>(args.x);
+  float* y = static_cast<float*>(args.y);
+  // Below ~1M multiply-adds a fork-join costs more than it saves.
+  constexpr int64_t kMinWork = 1 << 20;
+  ThreadPool& pool = ctx.threads();
+  const int64_t panels = cpu_->num_panels();
+  const int64_t parts = std::min<int64_t>(pool.threads(), panels);
+  if (parts <= 1 || args.m * in_ * out_ < kMinWork) {
+    cpu_->Forward(x, args.m, args.ldx, y, args.ldy, args.accumulate);
+  } else {
+    pool.ParallelFor(parts, [&](int64_t i) {
+      cpu_->ForwardPanels(x, args.m, args.ldx, y, args.ldy, args.accumulate, panels * i / parts,
+                          panels * (i + 1) / parts);
+    });
+  }
+  if (options_.activation == Activation::kNone) return absl::OkStatus();
+  ActivationParams act;
+  act.x = y;
+  act.dtype = DType::kFloat32;
+  act.rows = args.m;
+  act.cols = out_;
+  act.ld = args.ldy;
+  act.activation = options_.activation;
+  return ApplyActivation(ctx, act);
+}
+
+}  // namespace oasr::kernels

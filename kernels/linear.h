@@ -1,0 +1,81 @@
+// The Linear op: y = act(scale * (x W^T + b)), or y += scale * (x W^T + b),
+// with W prepared once for one backend when the op is created. On the CPU
+// the weight is packed into 32-output panels (packed_linear.h) and the rows
+// are split across the context's thread pool; on CUDA it is converted to the
+// op's dtype and run through cuBLASLt on the tensor cores with float32
+// accumulation, the bias and ReLU in the GEMM's epilogue (swish, which
+// cuBLASLt has no epilogue for, runs as one pass over the output).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/execution_context.h"
+#include "kernels/activation.h"
+#include "kernels/packed_linear.h"
+
+namespace oasr::kernels {
+
+struct LinearOptions {
+  // Weights and inputs: float32 on the CPU; float32, bfloat16 or float16 on
+  // CUDA (float32 there is true float32, not TF32).
+  DType dtype = DType::kFloat32;
+  // Folded into the weight and bias at creation (exact for powers of two).
+  float scale = 1.0f;
+  Activation activation = Activation::kNone;
+};
+
+struct LinearArgs {
+  const void* x = nullptr;  // [m, in] in the op's dtype, row stride ldx >= in.
+  int64_t ldx = 0;
+  void* y = nullptr;  // [m, out] in y_dtype, row stride ldy >= out; must not overlap x.
+  int64_t ldy = 0;
+  // float32, or the op's dtype. The CPU supports float32 only.
+  DType y_dtype = DType::kFloat32;
+  int64_t m = 0;
+  // y += ... instead of y = ... (needs activation kNone).
+  bool accumulate = false;
+};
+
+class CudaGemm;  // cuBLASLt state of one weight (CUDA builds).
+
+class LinearOp {
+ public:
+  LinearOp();
+  ~LinearOp();
+  LinearOp(LinearOp&&) noexcept;
+  LinearOp& operator=(LinearOp&&) noexcept;
+
+  // Prepares `weight` [out, in] and `bias` [out] (null for none), float32 on
+  // the host, for ctx's device. INVALID_ARGUMENT for a dtype the device does
+  // not compute in, or non-positive sizes; RESOURCE_EXHAUSTED when device
+  // memory cannot be had.
+  static absl::StatusOr<LinearOp> Create(const float* weight, const float* bias, int64_t out,
+                                         int64_t in, const LinearOptions& options,
+                                         ExecutionContext& ctx);
+
+  // Runs the op on ctx (the context it was created for): asynchronous on
+  // CUDA. INVALID_ARGUMENT naming the argument for a dtype or stride that
+  // does not fit, or accumulate with an activation. m == 0 does nothing.
+  absl::Status Run(ExecutionContext& ctx, const LinearArgs& args) const;
+
+  int64_t out_features() const { return out_; }
+  int64_t in_features() const { return in_; }
+  const LinearOptions& options() const { return options_; }
+  Device device() const { return device_; }
+
+ private:
+  absl::Status RunCpu(ExecutionContext& ctx, const LinearArgs& args) const;
+
+  int64_t out_ = 0;
+  int64_t in_ = 0;
+  LinearOptions options_;
+  Device device_;
+  std::unique_ptr<PackedLinear> cpu_;
+  std::unique_ptr<CudaGemm> cuda_;
+};
+
+}  // namespace oasr::kernels

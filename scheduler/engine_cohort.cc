@@ -1,0 +1,241 @@
+// The engine's cohort tick: every step of one batched chunk, in order.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "scheduler/cohort_decode.h"
+#include "scheduler/engine.h"
+#include "scheduler/engine_internal.h"
+#include "spdlog/spdlog.h"
+
+namespace oasr::scheduler {
+
+void Engine::RunCohort() {
+  PickCohort();
+  if (rows_.empty() || !ReserveBlocks()) return;
+  StageCohort();
+  if (!Forward()) return;
+  CommitCohort();
+  DecodeCohortRows();
+  EmitCohort();
+}
+
+void Engine::PickCohort() {
+  rows_.clear();
+  // Only streams with something to do are visited: idle ones cost nothing.
+  // Finish() edits ready_, so this tick works on a swapped-out copy.
+  ready_now_.swap(ready_);
+  for (Stream* sp : ready_now_) {
+    Stream& s = *sp;
+    s.queued = false;
+    const int64_t feat_frames = ChunkFrames(s);
+    if (feat_frames == 0) {
+      // No chunk: drained after the end of the audio, or not ready after all.
+      if (s.frontend->flushed()) Finish(s, FinishReason::kStop);
+      continue;
+    }
+    if (check_capacity_) {
+      absl::StatusOr<bool> full = s.context->AtCapacity();
+      if (full.ok() && *full) {
+        // The ceiling: the stream ends cleanly with the transcript so far.
+        Finish(s, FinishReason::kLength);
+        continue;
+      }
+    }
+    Row& row = rows_.emplace_back();
+    row.stream = &s;
+    row.feat_frames = feat_frames;
+    row.frames = static_cast<int32_t>(model_->geometry().OutputFrames(feat_frames));
+  }
+  ready_now_.clear();
+}
+
+bool Engine::ReserveBlocks() {
+  row_ids_.clear();
+  for (const Row& row : rows_) row_ids_.push_back(row.stream->id);
+  if (attention_->PrepareChunksBatched(row_ids_).ok()) return true;
+  // The pool cannot serve the whole cohort: serve who it can, one by one; a
+  // stream that cannot get a block ends at its memory ceiling ("length").
+  size_t kept = 0;
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Stream* s = rows_[b].stream;
+    if (s->context->PrepareChunk().ok()) {
+      if (kept != b) rows_[kept] = std::move(rows_[b]);
+      ++kept;
+    } else {
+      Finish(*s, FinishReason::kLength);
+    }
+  }
+  rows_.resize(kept);
+  if (kept == 0) return false;
+  // Each PrepareChunk made the cohort its one stream; make it the kept rows
+  // again, in row order, for what reads the cohort. Their blocks are
+  // reserved already, so this allocates nothing and cannot fail. (CacheConfig
+  // caps every stream at its share of the pool, so this path is a safeguard,
+  // not a state a tick reaches.)
+  row_ids_.clear();
+  for (const Row& row : rows_) row_ids_.push_back(row.stream->id);
+  absl::Status again = attention_->PrepareChunksBatched(row_ids_);
+  OASR_CHECK(again.ok(), std::string(again.message()));
+  return true;
+}
+
+void Engine::StageCohort() {
+  ScopedNanos timer(stats_.frontend_ns);
+  const int64_t feature_dim = model_->geometry().feature_dim;
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Row& row = rows_[b];
+    Stream& s = *row.stream;
+    staging_->slots()[b] = s.context->slot();
+    staging_->frames()[b] = row.frames;
+    staging_->offsets()[b] = static_cast<int32_t>(s.offset);
+    // The window, from the front end's published frames; the frames before
+    // it (the previous chunk's only) are forgotten first. A short last
+    // chunk's window is zero past its frames.
+    const int64_t start = s.chunks_done * stride_frames_;
+    float* feats = staging_->feats(static_cast<int>(b));
+    s.frontend->DiscardFramesBefore(start);
+    absl::Status got = s.frontend->GetFrames(start, row.feat_frames, feats);
+    OASR_CHECK(got.ok(), std::string(got.message()));
+    std::fill(feats + row.feat_frames * feature_dim, feats + window_frames_ * feature_dim, 0.0f);
+  }
+  stats_.batch_size.Observe(static_cast<double>(rows_.size()));
+}
+
+bool Engine::Forward() {
+  ScopedNanos timer(stats_.model_ns);
+  const int batch = static_cast<int>(rows_.size());
+  const cache::BlockTableMirror& tables = attention_->mirror();
+  attention_->UpdateDeviceMirror(ctx_->stream());
+  absl::Status forward = staging_->Upload(batch, ctx_->stream());
+  if (forward.ok()) {
+    CohortPlan plan;
+    plan.batch = batch;
+    plan.chunk = model_->geometry().chunk_size;
+    plan.slots = staging_->device_slots(batch);
+    plan.frames = staging_->device_frames(batch);
+    plan.offsets = staging_->device_offsets(batch);
+    plan.host_slots = {staging_->slots(), static_cast<size_t>(batch)};
+    plan.host_frames = {staging_->frames(), static_cast<size_t>(batch)};
+    plan.host_offsets = {staging_->offsets(), static_cast<size_t>(batch)};
+    plan.feats = staging_->device_feats(batch);
+    plan.k_pool = pool_->k_pool();
+    plan.v_pool = pool_->v_pool();
+    plan.block_table = tables.block_table();
+    plan.cache_lens = tables.cache_seqlens();
+    plan.host_block_table = tables.host_block_table();
+    plan.host_cache_lens = tables.host_cache_seqlens();
+    plan.states = state_views_;
+    forward = model_->ForwardCohort(plan, log_probs_.view());
+  }
+  if (forward.ok()) return true;
+  spdlog::error("cohort forward of {} streams failed: {}", batch, forward.ToString());
+  for (Row& row : rows_) Finish(*row.stream, FinishReason::kError, forward);
+  rows_.clear();
+  return false;
+}
+
+void Engine::CommitCohort() {
+  // The model wrote the K/V and the states in place; what remains is the
+  // cache lengths (and eviction). A row whose commit fails is left out of
+  // the decode.
+  for (Row& row : rows_) row.status = row.stream->context->CommitChunkPaged(row.frames);
+}
+
+void Engine::DecodeCohortRows() {
+  ScopedNanos timer(stats_.decode_ns);
+  const size_t n = rows_.size();
+  row_states_.clear();
+  row_frames_.clear();
+  row_status_.resize(n);
+  for (const Row& row : rows_) {
+    row_states_.push_back(row.status.ok() ? row.stream->decoder_state : nullptr);
+    row_frames_.push_back(row.frames);
+  }
+  // One batched decode for the cohort (after the forward on the model's
+  // stream: the copy to the host waits for it), then every row's results
+  // (reading them is the decoder's work too).
+  absl::Status read =
+      DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_, row_status_);
+  for (size_t b = 0; b < n; ++b) {
+    Row& row = rows_[b];
+    if (!read.ok()) row.status = read;
+    if (row.status.ok()) row.status = std::move(row_status_[b]);
+    if (!row.status.ok()) continue;
+    cache::DecoderState& state = *row.stream->decoder_state;
+    row.finals = decoder_->TakeFinalResults(state);
+    row.decoder_status = decoder_->GetStatus(state);
+    row.partial.reset();
+    if (row.stream->interim_results && !row.decoder_status.finished) {
+      row.partial = decoder_->PartialResult(state);
+    }
+  }
+}
+
+void Engine::EmitCohort() {
+  const Clock::time_point now = Clock::now();
+  latencies_.clear();
+  int64_t decoded = 0, out_frames = 0;
+  for (Row& row : rows_) {
+    if (row.status.ok()) {
+      ++decoded;
+      out_frames += row.frames;
+    }
+    AfterChunk(row, now);  // May finish the row's stream.
+  }
+  rows_.clear();
+  if (!latencies_.empty()) stats_.chunk_latency_s.Observe(latencies_);
+  stats_.chunks_processed.fetch_add(decoded, std::memory_order_relaxed);
+  stats_.audio_ms_processed.fetch_add(static_cast<int64_t>(out_frames * frame_shift_ms_),
+                                      std::memory_order_relaxed);
+}
+
+void Engine::AfterChunk(Row& row, Clock::time_point now) {
+  Stream& s = *row.stream;
+  if (!row.status.ok()) {
+    Finish(s, FinishReason::kError, std::move(row.status));
+    return;
+  }
+  ++s.chunks_done;
+  s.offset += row.frames;
+  // Input-rate samples whose frames are now decoded (for the audio bound).
+  const int64_t consumed = static_cast<int64_t>(s.chunks_done * stride_frames_ *
+                                                samples_per_feature_frame_ * s.sample_rate);
+  s.shared->samples_consumed.store(
+      std::min(consumed, s.shared->samples_pushed.load(std::memory_order_relaxed)),
+      std::memory_order_relaxed);
+  if (s.ready_since.has_value()) {
+    latencies_.push_back(std::chrono::duration<double>(now - *s.ready_since).count());
+    s.ready_since.reset();
+  }
+  if (ChunkReady(s)) s.ready_since = s.last_audio;
+  MarkReady(s);  // Already has the next chunk (a client ahead of real time) or its end.
+
+  if (row.decoder_status.finished) {
+    // single_utterance: the first endpoint ends the stream.
+    Finish(s, FinishReason::kEndpoint, absl::OkStatus(), std::move(row.finals));
+    return;
+  }
+  // An event only when there is something to say: a final result, or an
+  // interim one whose transcript changed.
+  const bool finals = !row.finals.empty();
+  if (finals) s.last_partial.clear();
+  bool partial = false;
+  if (row.partial.has_value()) {
+    // Both arms lvalues, so the transcript is compared in place, not copied.
+    static const std::string kNone;
+    const std::string& text = row.partial->nbest.empty() ? kNone : row.partial->nbest[0].transcript;
+    if (text != s.last_partial) {
+      s.last_partial = text;
+      partial = true;
+    }
+  }
+  if (!finals && !partial) return;
+  StreamEvent event;
+  event.results = std::move(row.finals);
+  if (partial) event.results.push_back(std::move(*row.partial));
+  event.audio_processed_s = FramesToSeconds(s.offset);
+  s.shared->outbox.Push(std::move(event));
+}
+
+}  // namespace oasr::scheduler

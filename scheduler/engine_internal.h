@@ -1,0 +1,95 @@
+// Definitions shared by the engine's translation units (engine.cc: commands,
+// admission, finishing; engine_cohort.cc: the cohort tick). Internal.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/stream_context.h"
+#include "scheduler/engine.h"
+
+namespace oasr::scheduler {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Adds the nanoseconds since `start` to `counter` when destroyed.
+class ScopedNanos {
+ public:
+  explicit ScopedNanos(std::atomic<int64_t>& counter) : counter_(counter), start_(Clock::now()) {}
+  ~ScopedNanos() {
+    counter_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count(),
+        std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t>& counter_;
+  Clock::time_point start_;
+};
+
+// A command from another thread to the scheduler. Kept small: the open
+// arguments (a request with its vectors) travel behind a pointer, so audio
+// commands cost the scheduler no frees but their samples'.
+struct Engine::Command {
+  enum class Type { kOpen, kAudio, kEnd, kCancel, kFrontEnd };
+  struct Open {
+    std::shared_ptr<StreamShared> shared;
+    StreamRequest request;
+  };
+  Type type = Type::kAudio;
+  int64_t stream_id = 0;
+  Clock::time_point time;
+  std::vector<int16_t> audio;  // kAudio
+  std::unique_ptr<Open> open;  // kOpen
+  absl::Status error;          // kCancel: why (OK: the client left)
+};
+
+// One stream, owned by the scheduler thread. What every chunk reads comes
+// first; what only opening and admission read (the decode options, behind a
+// pointer) stays out of the way.
+struct Engine::Stream {
+  int64_t id = 0;
+  int sample_rate = 16000;
+  bool interim_results = true;
+  bool admitted = false;
+  bool queued = false;          // In ready_: has a chunk (or its end) to process.
+  bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
+  size_t active_index = 0;      // Position in active_ while admitted.
+  size_t ready_index = 0;       // Position in ready_ while queued.
+  int64_t chunks_done = 0;
+  int64_t offset = 0;  // Encoder frames decoded.
+  // The stream's pooled decoder state (owned by the CTC state pool) while admitted.
+  cache::DecoderState* decoder_state = nullptr;
+  // Shared with the front-end workers while they hold work of this stream.
+  std::shared_ptr<StreamFrontEnd> frontend;
+  std::shared_ptr<StreamShared> shared;
+  std::optional<cache::StreamContext> context;   // Set while admitted.
+  Clock::time_point last_audio;                  // Arrival of the latest audio command.
+  std::optional<Clock::time_point> ready_since;  // When the next chunk's audio was complete.
+  std::string last_partial;                      // Transcript of the last interim result sent.
+  Clock::time_point opened;
+  // The request's decode options until admission configures the decoder.
+  std::unique_ptr<decoder::StreamOptions> decode;
+};
+
+// One stream's place in this tick's cohort: what the tick's steps learn about
+// it, in one struct rather than parallel vectors.
+struct Engine::Row {
+  Stream* stream = nullptr;
+  int64_t feat_frames = 0;  // Feature frames of the chunk's window.
+  int32_t frames = 0;       // Encoder frames it produces.
+  absl::Status status;      // The commit's, then the decode's outcome.
+  std::vector<decoder::DecodeResult> finals;
+  decoder::StreamStatus decoder_status;
+  std::optional<decoder::DecodeResult> partial;  // With interim results.
+};
+
+}  // namespace oasr::scheduler

@@ -1,0 +1,98 @@
+#include "scheduler/model_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "decoder/word_lm.h"
+#include "scheduler/conformer_streaming_model.h"
+#include "spdlog/spdlog.h"
+
+namespace oasr::scheduler {
+namespace {
+
+// The directory's language models, then the caller's overrides.
+absl::Status ApplyLanguageModels(const ModelOptions& options, const decoder::SymbolTable& units,
+                                 decoder::PrefixBeamSearchOptions* search) {
+  if (!options.use_lm || options.decoder.method != decoder::SearchMethod::kPrefixBeam) {
+    search->lm = nullptr;
+    search->word_lm = nullptr;
+    return absl::OkStatus();
+  }
+  OASR_RETURN_IF_ERROR(decoder::UseModelLanguageModel(options.model_dir, units, search).status());
+  if (!options.word_lm_path.empty()) {
+    OASR_ASSIGN_OR_RETURN(search->word_lm, decoder::WordLm::Load(options.word_lm_path, units));
+  }
+  if (search->lm != nullptr) {
+    if (options.lm_weight.has_value() && *options.lm_weight >= 0.0f)
+      search->lm_weight = *options.lm_weight;
+    if (options.lm_token_bonus.has_value()) search->lm_token_bonus = *options.lm_token_bonus;
+    spdlog::info("language model: order {}, {} n-grams, {:.1f} MiB, weight {}, token bonus {}",
+                 search->lm->order(), search->lm->num_ngrams_total(),
+                 search->lm->memory_bytes() / 1048576.0, search->lm_weight, search->lm_token_bonus);
+  }
+  if (search->word_lm != nullptr) {
+    if (options.word_lm_weight.has_value()) search->word_lm_weight = *options.word_lm_weight;
+    if (options.word_bonus.has_value()) search->word_bonus = *options.word_bonus;
+    if (options.unknown_word_penalty.has_value()) {
+      search->unknown_word_penalty = *options.unknown_word_penalty;
+    }
+    const decoder::NgramLm& words = search->word_lm->ngram();
+    spdlog::info(
+        "word language model: order {}, {} words, {} n-grams, {:.1f} MiB, weight {}, word bonus "
+        "{}, unknown word penalty {}",
+        words.order(), search->word_lm->num_words(), words.num_ngrams_total(),
+        search->word_lm->memory_bytes() / 1048576.0, search->word_lm_weight, search->word_bonus,
+        search->unknown_word_penalty);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Device> ResolveDevice(const std::string& text) {
+  if (text == "auto") return DefaultDevice();
+  OASR_ASSIGN_OR_RETURN(Device device, ParseDevice(text));
+  if (device.is_cuda() && device.index >= CudaDeviceCount()) {
+    return absl::UnavailableError(absl::StrCat("device: ", text, " is not usable (",
+                                               BuiltWithCuda() ? "" : "built without CUDA; ",
+                                               CudaDeviceCount(), " CUDA devices)"));
+  }
+  return device;
+}
+
+absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
+  ConformerModelOptions m;
+  m.device = options.device;
+  m.cpu_threads = options.cpu_threads;
+  m.encoder.dtype =
+      options.dtype.value_or(options.device.is_cuda() ? DType::kBFloat16 : DType::kFloat32);
+  m.encoder.max_table_positions = options.max_table_positions > 0
+                                      ? options.max_table_positions
+                                      : (options.device.is_cuda() ? int64_t{1} << 17 : 16384);
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<ConformerStreamingModel> model,
+                        ConformerStreamingModel::Load(options.model_dir, m));
+  OASR_ASSIGN_OR_RETURN(decoder::SymbolTable units,
+                        decoder::SymbolTable::Load(options.model_dir + "/units.txt"));
+  LoadedModel loaded;
+  loaded.geometry = model->geometry();
+  loaded.dtype = m.encoder.dtype;
+  loaded.decoder_config = options.decoder;
+  loaded.decoder_config.frame_shift_ms = static_cast<float>(loaded.geometry.FrameShiftMs());
+  OASR_RETURN_IF_ERROR(ApplyLanguageModels(options, units, &loaded.decoder_config.search));
+  loaded.units = std::make_shared<const decoder::SymbolTable>(std::move(units));
+  OASR_ASSIGN_OR_RETURN(loaded.decoder,
+                        decoder::CtcDecoder::Create(loaded.decoder_config, loaded.units));
+  spdlog::info("model {}: {} on {}", options.model_dir, DTypeName(loaded.dtype),
+               model->context().Describe());
+  loaded.model = std::move(model);
+  return loaded;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
+                                                   const EngineConfig& config) {
+  OASR_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(options));
+  EngineConfig engine_config = config;
+  engine_config.decoder = loaded.decoder_config;
+  return Engine::Create(engine_config, std::move(loaded.model), std::move(loaded.decoder));
+}
+
+}  // namespace oasr::scheduler

@@ -1,0 +1,67 @@
+// The one place a model directory becomes what serves it: the execution
+// context on the chosen device, the streaming model, the units, the language
+// models and the CTC decoder, with the decoder's frame clock taken from the
+// model. oasr-server, oasr-transcribe, the benchmarks and the tests all build
+// through here, so no caller knows the encoder's types.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "common/dtype.h"
+#include "decoder/ctc_decoder.h"
+#include "decoder/symbol_table.h"
+#include "scheduler/engine.h"
+#include "scheduler/engine_config.h"
+#include "scheduler/streaming_model.h"
+
+namespace oasr::scheduler {
+
+struct ModelOptions {
+  std::string model_dir;  // docs/model-format.md
+  Device device = Device::Cpu();
+  // Compute dtype; unset: float32 on the CPU, bfloat16 on CUDA.
+  std::optional<DType> dtype;
+  int cpu_threads = 1;  // The CPU compute pool (and OpenBLAS).
+  // linear_pos(pe) rows kept per layer; 0: 16384 on the CPU (filled on
+  // demand), 131072 on CUDA (computed at load, about 87 minutes of audio).
+  int64_t max_table_positions = 0;
+
+  // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock.
+  decoder::CtcDecoderConfig decoder;
+  bool use_lm = true;  // The directory's lm.json, with the beam search.
+  std::optional<float> lm_weight, lm_token_bonus;
+  std::string word_lm_path;  // Overrides lm.json's word model.
+  std::optional<float> word_lm_weight, word_bonus, unknown_word_penalty;
+};
+
+// What LoadModel returns; the model and decoder move into an Engine.
+struct LoadedModel {
+  std::unique_ptr<StreamingModel> model;
+  std::unique_ptr<decoder::CtcDecoder> decoder;
+  std::shared_ptr<const decoder::SymbolTable> units;
+  ModelGeometry geometry;
+  // The decoder's configuration as built (language models, frame shift).
+  decoder::CtcDecoderConfig decoder_config;
+  DType dtype = DType::kFloat32;
+};
+
+// Loads `options.model_dir` onto `options.device`. Errors name the file,
+// tensor or field (the loaders'), or the option (INVALID_ARGUMENT for a dtype
+// the device does not compute in, or a bad decoder option).
+absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options);
+
+// LoadModel, then an Engine over it with `config` (its decoder field is
+// ignored: the loaded decoder serves).
+absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
+                                                   const EngineConfig& config);
+
+// "auto" (the first GPU when one is usable, else the CPU), "cpu", "cuda" or
+// "cuda:N"; INVALID_ARGUMENT naming the value otherwise, UNAVAILABLE for a
+// CUDA device this build or machine does not have.
+absl::StatusOr<Device> ResolveDevice(const std::string& text);
+
+}  // namespace oasr::scheduler
