@@ -1,6 +1,7 @@
 #include "encoder/conformer_encoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -40,6 +41,8 @@ struct ConformerEncoder::Layer {
   std::vector<float> host_taps, host_glu0;  // Backing for the CPU pointers.
 };
 
+constexpr size_t kMaxSubsamplingStages = 4;  // conv2d8 has three.
+
 struct ConformerEncoder::Buffers {
   float* x = nullptr;        // [M, d] float32: the residual stream.
   void* h = nullptr;         // [M, d]: norm outputs.
@@ -48,7 +51,9 @@ struct ConformerEncoder::Buffers {
   void* attn = nullptr;      // [M, d]
   void* conv_mid = nullptr;  // [M, 2d]
   void* conv_out = nullptr;  // [M, d]
-  std::vector<void*> sub;    // Each subsampling stage's output [B, h_i, w_i, d].
+  // Each subsampling stage's output [B, h_i, w_i, d] (a fixed array: the
+  // forward allocates nothing on the heap).
+  std::array<void*, kMaxSubsamplingStages> sub{};
   bool ok = false;
 };
 
@@ -119,6 +124,11 @@ absl::Status ConformerEncoder::Init() {
     return out;
   };
 
+  if (w.conv_kernel.size() > kMaxSubsamplingStages) {
+    return absl::InvalidArgumentError(absl::StrCat("ConformerEncoder: ", w.conv_kernel.size(),
+                                                   " subsampling stages, at most ",
+                                                   kMaxSubsamplingStages));
+  }
   for (size_t i = 0; i < w.conv_kernel.size(); ++i) {
     kernels::Conv2dOptions o;
     o.in_channels = i == 0 ? 1 : static_cast<int>(d);
@@ -130,6 +140,14 @@ absl::Status ConformerEncoder::Init() {
                           kernels::Conv2dOp::Create(w.conv_weight[i].data<float>(),
                                                     w.conv_bias[i].data<float>(), o, *ctx_));
     subsampling_.push_back(std::move(conv));
+  }
+  // On CUDA the one-channel first stage runs inside the second's patch
+  // gather: its activation never reaches memory.
+  if (ctx_->is_cuda() && subsampling_.size() >= 2 && w.conv_kernel[0] == 3) {
+    OASR_RETURN_IF_ERROR(subsampling_[1].FuseFirstStage(w.conv_weight[0].data<float>(),
+                                                        w.conv_bias[0].data<float>(),
+                                                        subsampling_[0].options(), *ctx_));
+    first_stage_ = 1;
   }
   OASR_ASSIGN_OR_RETURN(embed_out_,
                         linear(w.embed_out, std::sqrt(static_cast<float>(d)), Activation::kNone));
@@ -261,12 +279,13 @@ ConformerEncoder::Buffers ConformerEncoder::AllocateBuffers(Arena& arena, int ba
   b.conv_out = arena.Allocate(m * d * es);
   bool ok = b.x && b.h && b.hidden && b.qkv && b.attn && b.conv_mid && b.conv_out;
   int64_t h = c.WindowFrames(chunk), w = c.input_dim;
-  for (const kernels::Conv2dOp& conv : subsampling_) {
-    h = conv.OutSize(h);
-    w = conv.OutSize(w);
+  for (size_t i = 0; i < subsampling_.size(); ++i) {
+    h = subsampling_[i].OutSize(h);
+    w = subsampling_[i].OutSize(w);
+    if (i < first_stage_) continue;  // Fused into the next stage: no activation.
     void* p = arena.Allocate(static_cast<size_t>(batch * h * w) * d * es);
     ok = ok && p != nullptr;
-    b.sub.push_back(p);
+    b.sub[i] = p;
   }
   b.ok = ok;
   return b;
@@ -278,11 +297,13 @@ size_t ConformerEncoder::WorkspaceBytes(int batch, int chunk) const {
   const ModelConfig& c = config();
   // The subsampling stages take their patch scratch on top, one at a time.
   size_t conv = 0;
-  int64_t h = c.WindowFrames(chunk), w = c.input_dim;
-  for (const kernels::Conv2dOp& op : subsampling_) {
-    conv = std::max(conv, op.WorkspaceBytes(*ctx_, batch, h, w));
-    h = op.OutSize(h);
-    w = op.OutSize(w);
+  int64_t h = c.WindowFrames(chunk), w = c.input_dim;  // Of the next stage that runs.
+  for (size_t i = first_stage_; i < subsampling_.size(); ++i) {
+    conv = std::max(conv, subsampling_[i].WorkspaceBytes(*ctx_, batch, h, w));
+    for (size_t k = i == first_stage_ ? 0 : i; k <= i; ++k) {  // A fused stage's dims too.
+      h = subsampling_[k].OutSize(h);
+      w = subsampling_[k].OutSize(w);
+    }
   }
   return measure.peak() + conv + Arena::kAlignment;
 }
@@ -377,7 +398,7 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
     const void* src = in.feats;
     DType src_dtype = DType::kFloat32;
     int64_t h = c.WindowFrames(in.chunk), wf = c.input_dim;
-    for (size_t i = 0; i < subsampling_.size(); ++i) {
+    for (size_t i = first_stage_; i < subsampling_.size(); ++i) {
       kernels::Conv2dArgs a;
       a.in = src;
       a.in_dtype = src_dtype;
@@ -388,8 +409,10 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       OASR_RETURN_IF_ERROR(subsampling_[i].Run(ctx, a));
       src = buf.sub[i];
       src_dtype = dt;
-      h = subsampling_[i].OutSize(h);
-      wf = subsampling_[i].OutSize(wf);
+      for (size_t k = i == first_stage_ ? 0 : i; k <= i; ++k) {  // A fused stage's dims too.
+        h = subsampling_[k].OutSize(h);
+        wf = subsampling_[k].OutSize(wf);
+      }
     }
     auto run = [&](const LinearOp& op, const void* x, int64_t ldx, void* y, int64_t ldy,
                    DType y_dtype, bool accumulate) {

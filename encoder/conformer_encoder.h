@@ -172,6 +172,9 @@ class ConformerEncoder {
   EncoderOptions options_;
   std::vector<Layer> layers_;
   std::vector<kernels::Conv2dOp> subsampling_;
+  // Stages before this one run fused into it (CUDA: the first, one-channel
+  // stage inside the second's patch gather); 0 runs every stage.
+  size_t first_stage_ = 0;
   kernels::LinearOp embed_out_;  // With sqrt(d) folded in.
   kernels::LinearOp ctc_;
   const float* after_norm_scale_ = nullptr;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "kernels/cpu_math.h"
 
 namespace oasr::kernels {
@@ -94,7 +95,33 @@ absl::StatusOr<Conv2dOp> Conv2dOp::Create(const float* weight, const float* bias
   return op;
 }
 
+absl::Status Conv2dOp::FuseFirstStage(const float* weight, const float* bias,
+                                      const Conv2dOptions& first, ExecutionContext& ctx) {
+  if (!ctx.is_cuda() || first.in_channels != 1 || first.kernel != 3 ||
+      first.out_channels != options_.in_channels || weight == nullptr || bias == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2dOp::FuseFirstStage: needs CUDA and a one-channel 3 x 3 first stage with ",
+        options_.in_channels, " output channels (got ", first.in_channels, " -> ",
+        first.out_channels, ", kernel ", first.kernel, ")"));
+  }
+  const int64_t n = int64_t{first.out_channels} * 9;
+  FusedFirst f;
+  f.options = first;
+  OASR_ASSIGN_OR_RETURN(f.weight, Tensor::Empty({n}, DType::kFloat32, ctx.device()));
+  OASR_ASSIGN_OR_RETURN(f.bias, Tensor::Empty({first.out_channels}, DType::kFloat32, ctx.device()));
+  OASR_RETURN_IF_ERROR(
+      CopyTensor(f.weight.view(),
+                 TensorView(const_cast<float*>(weight), DType::kFloat32, {n}, Device::Cpu())));
+  OASR_RETURN_IF_ERROR(CopyTensor(
+      f.bias.view(),
+      TensorView(const_cast<float*>(bias), DType::kFloat32, {first.out_channels}, Device::Cpu())));
+  fused_ = std::move(f);
+  return absl::OkStatus();
+}
+
 int64_t Conv2dOp::GroupSize(int64_t n, int64_t h, int64_t w) const {
+  h = StageIn(h);
+  w = StageIn(w);
   const int64_t rows = OutSize(h) * OutSize(w);
   const size_t per_image = static_cast<size_t>(rows * ld_) * DTypeSize(options_.dtype);
   return std::clamp<int64_t>(static_cast<int64_t>(kCudaGroupBytes / std::max<size_t>(per_image, 1)),
@@ -110,7 +137,8 @@ size_t Conv2dOp::WorkspaceBytes(const ExecutionContext& ctx, int64_t n, int64_t 
 
 absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const {
   if (args.n == 0) return absl::OkStatus();
-  const int64_t t_out = OutSize(args.h), f_out = OutSize(args.w);
+  const int64_t h_in = StageIn(args.h), w_in = StageIn(args.w);
+  const int64_t t_out = OutSize(h_in), f_out = OutSize(w_in);
   if (args.in == nullptr || args.out == nullptr || t_out < 1 || f_out < 1 || args.n < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Conv2dOp: ", args.n, " images of ", args.h,
                                                    " x ", args.w, ", kernel ", options_.kernel));
@@ -138,20 +166,41 @@ absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const 
   absl::Status status;
   for (int64_t first = 0; first < args.n && status.ok(); first += group) {
     const int64_t count = std::min(group, args.n - first);
-    Im2ColParams im;
-    im.in = static_cast<const char*>(args.in) + first * in_image;
-    im.in_dtype = args.in_dtype;
-    im.n = count;
-    im.h = args.h;
-    im.w = args.w;
-    im.c = options_.in_channels;
-    im.kernel = options_.kernel;
-    im.stride = options_.stride;
-    im.patches = patches;
-    im.patch_dtype = options_.dtype;
-    im.ld = ld_;
-    status = Im2Col(ctx, im);
-    if (!status.ok()) break;
+#if OASR_WITH_CUDA
+    if (fused_) {
+      FusedStemParams f;
+      f.in = reinterpret_cast<const float*>(static_cast<const char*>(args.in) + first * in_image);
+      f.n = count;
+      f.h = args.h;
+      f.w = args.w;
+      f.w1 = fused_->weight.data<float>();
+      f.b1 = fused_->bias.data<float>();
+      f.c1 = fused_->options.out_channels;
+      f.s1 = fused_->options.stride;
+      f.k2 = options_.kernel;
+      f.s2 = options_.stride;
+      f.patches = patches;
+      f.patch_dtype = options_.dtype;
+      f.ld = ld_;
+      LaunchFusedStem(f, ctx.stream());
+    } else
+#endif
+    {
+      Im2ColParams im;
+      im.in = static_cast<const char*>(args.in) + first * in_image;
+      im.in_dtype = args.in_dtype;
+      im.n = count;
+      im.h = h_in;
+      im.w = w_in;
+      im.c = options_.in_channels;
+      im.kernel = options_.kernel;
+      im.stride = options_.stride;
+      im.patches = patches;
+      im.patch_dtype = options_.dtype;
+      im.ld = ld_;
+      status = Im2Col(ctx, im);
+      if (!status.ok()) break;
+    }
     void* out = static_cast<char*>(args.out) + first * out_image;
     if (!ctx.is_cuda()) {
       float* y = static_cast<float*>(out);

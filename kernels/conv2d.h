@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +53,23 @@ struct Im2ColParams {
   int64_t ld = 0;  // >= kernel * kernel * c
 };
 
+// The first two stages' data movement in one pass (CUDA): stage 2's patches
+// computed straight from the one-channel input, stage 1 (3 x 3 taps, bias,
+// ReLU) recomputed for every patch element, so stage 1's activation never
+// reaches memory.
+struct FusedStemParams {
+  const float* in = nullptr;  // [n, h, w] one channel, float32.
+  int64_t n = 0, h = 0, w = 0;
+  const float* w1 = nullptr;  // Stage 1: [c1, 3, 3] float32.
+  const float* b1 = nullptr;  // [c1]
+  int c1 = 0;
+  int s1 = 2;
+  int k2 = 3, s2 = 2;       // Stage 2's kernel and stride.
+  void* patches = nullptr;  // [n * h2 * w2, ld] in patch_dtype.
+  DType patch_dtype = DType::kBFloat16;
+  int64_t ld = 0;  // >= k2 * k2 * c1
+};
+
 class Conv2dOp {
  public:
   // `weight` [out_channels, kernel, kernel, in_channels] (input channel
@@ -74,7 +92,26 @@ class Conv2dOp {
 
   const Conv2dOptions& options() const { return options_; }
 
+  // CUDA only: makes this stage (which must take `first`'s channels) read
+  // the one-channel input of `first` (a 3 x 3 stage) and recompute `first`
+  // inside its patch gather (FusedStemParams); Run then takes the raw
+  // [n, h, w] input with its dims, and `first` is not run. INVALID_ARGUMENT
+  // when the shapes do not chain or the context is not CUDA.
+  absl::Status FuseFirstStage(const float* weight, const float* bias, const Conv2dOptions& first,
+                              ExecutionContext& ctx);
+  bool fused_first_stage() const { return fused_.has_value(); }
+
  private:
+  struct FusedFirst {
+    Tensor weight;  // [c1, 9] float32 on the device.
+    Tensor bias;    // [c1]
+    Conv2dOptions options;
+  };
+  // The input dims of this stage for Run's dims (the first stage's output
+  // when fused).
+  int64_t StageIn(int64_t dim) const {
+    return fused_ ? OutSize(dim, fused_->options.kernel, fused_->options.stride) : dim;
+  }
   // Images per im2col + GEMM pair on CUDA.
   int64_t GroupSize(int64_t n, int64_t h, int64_t w) const;
   int64_t patch() const {
@@ -86,6 +123,7 @@ class Conv2dOp {
   std::vector<float> weight_;  // CPU: [out, patch].
   std::vector<float> bias_;    // CPU: [out].
   LinearOp gemm_;              // CUDA: [out, ld] with bias and ReLU.
+  std::optional<FusedFirst> fused_;
 };
 
 // The im2col on ctx's device (the CPU: float32).
@@ -93,6 +131,7 @@ absl::Status Im2Col(ExecutionContext& ctx, const Im2ColParams& p);
 void Im2ColCpu(const Im2ColParams& p);
 #if OASR_WITH_CUDA
 void LaunchIm2Col(const Im2ColParams& p, GpuStream stream);
+void LaunchFusedStem(const FusedStemParams& p, GpuStream stream);
 #endif
 
 }  // namespace oasr::kernels

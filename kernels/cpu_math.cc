@@ -1,6 +1,8 @@
 #include "kernels/cpu_math.h"
 
+#if OASR_WITH_OPENBLAS
 #include <cblas.h>
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
@@ -113,6 +115,8 @@ void ExpVec(const float* in, float* out, int64_t n, Isa isa) {
   }
 }
 
+#if OASR_WITH_OPENBLAS
+
 void GemmNT(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
@@ -128,6 +132,38 @@ void GemmNN(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const 
               static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));
 }
+
+void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
+
+#else  // A plain GEMM for builds without OpenBLAS (GPU bundles): correct, not fast.
+
+void GemmNT(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p) acc += a[i * lda + p] * b[j * ldb + p];
+      c[i * ldc + j] = alpha * acc + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+    }
+  }
+}
+
+void GemmNN(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+    for (int64_t p = 0; p < k; ++p) {
+      const float w = a[i * lda + p];
+      const float* brow = b + p * ldb;
+      for (int64_t j = 0; j < n; ++j) row[j] += w * brow[j];
+    }
+  }
+}
+
+void SetBlasThreads(int) {}
+
+#endif
 
 void SwishInPlace(float* x, int64_t n) {
   constexpr int64_t kBlock = 256;
@@ -153,7 +189,5 @@ void SoftmaxRows(float* x, int64_t m, int64_t n, int64_t ld) {
     for (int64_t i = 0; i < n; ++i) row[i] *= inv;
   }
 }
-
-void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace oasr::kernels::cpu

@@ -172,10 +172,12 @@ absl::Status PagedAttention(ExecutionContext& ctx, const PagedAttentionParams& p
     return absl::OkStatus();
   }
 #if OASR_WITH_CUDA
-  if (p.d_k != 64 || (p.pos_dtype != DType::kFloat32 && p.pos_dtype != p.dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("paged_attention: the CUDA kernel needs d_k 64 (got ", p.d_k,
-                     ") and a position table in float32 or ", DTypeName(p.dtype)));
+  if (!PagedAttentionCudaSupports(p.d_k, p.chunk) ||
+      (p.pos_dtype != DType::kFloat32 && p.pos_dtype != p.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "paged_attention: the CUDA kernel takes d_k 16, 24, 32, 48, 64, 80, 96 or 128 (got ", p.d_k,
+        "), chunks of at most 16 frames (got ", p.chunk, ") and a position table in float32 or ",
+        DTypeName(p.dtype)));
   }
   LaunchPagedAttention(p, ctx.stream());
 #endif

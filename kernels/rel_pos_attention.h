@@ -75,8 +75,10 @@ absl::Status PagedAttention(ExecutionContext& ctx, const PagedAttentionParams& p
 void PagedAttentionCpu(const PagedAttentionParams& p, ThreadPool* pool);
 
 #if OASR_WITH_CUDA
-// One block per (row, head); d_k == 64.
+// One block per (row, head). d_k of 16, 24, 32, 48, 64, 80, 96 or 128 and a
+// chunk of at most 16 frames (PagedAttentionCudaSupports).
 void LaunchPagedAttention(const PagedAttentionParams& p, GpuStream stream);
+bool PagedAttentionCudaSupports(int d_k, int chunk);
 #endif
 
 // Row `position` of the sinusoid table (d values, interleaved sin/cos): the

@@ -148,6 +148,7 @@ absl::Status Engine::Init() {
   ready_.reserve(capacity);
   ready_now_.reserve(capacity);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
+  stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
   LogConfiguration();
   return absl::OkStatus();
 }

@@ -45,6 +45,8 @@ struct EngineStats {
   std::atomic<int64_t> streams_refused{0};  // OpenStream refused at the limits.
   std::atomic<int64_t> pool_blocks_used{0};
   std::atomic<int64_t> pool_blocks_total{0};
+  // Bytes of the K/V pool, on the device the model computes on (set once).
+  std::atomic<int64_t> pool_bytes{0};
   std::atomic<int64_t> audio_ms_processed{0};  // Audio decoded, all streams.
   std::atomic<int64_t> chunks_processed{0};
   std::atomic<int64_t> ticks{0};

@@ -48,6 +48,14 @@ absl::Status ApplyLanguageModels(const ModelOptions& options, const decoder::Sym
 
 }  // namespace
 
+absl::StatusOr<DType> ParseComputeDType(const std::string& text) {
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    if (text == DTypeName(t)) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype: '", text, "' is not one of float32, bfloat16, float16"));
+}
+
 absl::StatusOr<Device> ResolveDevice(const std::string& text) {
   if (text == "auto") return DefaultDevice();
   OASR_ASSIGN_OR_RETURN(Device device, ParseDevice(text));

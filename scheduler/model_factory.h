@@ -59,6 +59,9 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options);
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
                                                    const EngineConfig& config);
 
+// "float32", "bfloat16" or "float16"; INVALID_ARGUMENT naming the value otherwise.
+absl::StatusOr<DType> ParseComputeDType(const std::string& text);
+
 // "auto" (the first GPU when one is usable, else the CPU), "cpu", "cuda" or
 // "cuda:N"; INVALID_ARGUMENT naming the value otherwise, UNAVAILABLE for a
 // CUDA device this build or machine does not have.

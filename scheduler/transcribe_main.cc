@@ -179,7 +179,7 @@ int Main(int argc, char** argv) {
   bool greedy = false, no_lm = false;
   float lm_weight = -1.0f;  // Negative: lm.json's.
   std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
-  std::string word_lm_path;
+  std::string word_lm_path, device = "auto", dtype;
   app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
   app.add_option("files", files, "WAV files (16-bit PCM or 32-bit float, any rate)")->required();
   app.add_option("--num-left-chunks", left,
@@ -200,6 +200,9 @@ int Main(int argc, char** argv) {
                  "Score taken per word outside the lexicon (default: lm.json's)");
   app.add_option("--npy", npy_dir, "Write each file's CTC log-probs to DIR/<stem>.npy");
   app.add_option("--threads", threads, "Encoder threads")->check(CLI::Range(1, 256));
+  app.add_option("--device", device, "auto (the GPU when one is usable), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", dtype, "float32, bfloat16 or float16 (default: the device's)");
   app.add_option("--max-batch", max_batch, "Streams decoded at once")->check(CLI::Range(1, 4096));
   app.add_option("--log-level", log_level, "stderr log level");
   try {
@@ -216,6 +219,20 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
+  absl::StatusOr<Device> dev = ResolveDevice(device);
+  if (!dev.ok()) {
+    std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
+    return 2;
+  }
+  options.device = *dev;
+  if (!dtype.empty()) {
+    absl::StatusOr<DType> type = ParseComputeDType(dtype);
+    if (!type.ok()) {
+      std::fprintf(stderr, "%s\n", type.status().ToString().c_str());
+      return 2;
+    }
+    options.dtype = *type;
+  }
   options.decoder.method =
       greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
   options.decoder.search.beam_size = beam;

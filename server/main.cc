@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   app.add_option("--model-dir", options.model_dir, "Model directory to serve");
   app.add_option("--device", options.device, "Inference device: auto, cpu, cuda, cuda:N")
       ->capture_default_str();
+  app.add_option("--dtype", options.dtype,
+                 "Compute dtype: float32, bfloat16, float16 (default: float32 on the CPU, "
+                 "bfloat16 on CUDA)");
   app.add_option("--log-level", options.log_level,
                  "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();

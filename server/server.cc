@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
+#include "common/status.h"
 #include "common/version.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -98,6 +99,10 @@ absl::Status Server::LoadModel() {
   const auto start = std::chrono::steady_clock::now();
   ServedModelOptions model_options;
   model_options.model.model_dir = options_.model_dir;
+  OASR_ASSIGN_OR_RETURN(model_options.model.device, ParseDevice(device_));
+  if (!options_.dtype.empty()) {
+    OASR_ASSIGN_OR_RETURN(model_options.model.dtype, scheduler::ParseComputeDType(options_.dtype));
+  }
   model_options.model.cpu_threads = options_.num_threads;
   model_options.model.use_lm = options_.use_lm;
   model_options.model.lm_weight = static_cast<float>(options_.lm_weight);
@@ -141,7 +146,7 @@ void Server::LogServing() const {
         info.name(), info.language_code(), model_load_seconds_, info.sample_rate_hertz(),
         info.chunk_ms(), info.vocabulary_size(), info.max_active_streams(),
         info.max_waiting_streams(), info.max_stream_seconds());
-    if (device_ != "cpu") spdlog::info("the recognition engine runs on the CPU in this build");
+    spdlog::info("the engine computes on {}", model_->engine().model().context().Describe());
   }
   spdlog::info("gRPC listening on {}:{} (services: {}, grpc.health.v1.Health, reflection)",
                options_.address, grpc_port_, kSpeechServiceName);

@@ -54,6 +54,9 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
   Sample(out, "oasr_kv_pool_blocks_used", e.pool_blocks_used.load());
   Header(out, "oasr_kv_pool_blocks_total", "gauge", "K/V cache pool blocks.");
   Sample(out, "oasr_kv_pool_blocks_total", e.pool_blocks_total.load());
+  Header(out, "oasr_kv_pool_bytes", "gauge",
+         "Bytes of the K/V cache pool on the device the engine computes on (see oasr_build_info).");
+  Sample(out, "oasr_kv_pool_bytes", e.pool_bytes.load());
   Header(out, "oasr_audio_seconds_processed_total", "counter", "Audio decoded, all streams.");
   absl::StrAppend(out, "oasr_audio_seconds_processed_total ", e.audio_ms_processed.load() / 1000.0,
                   "\n");

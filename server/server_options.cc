@@ -82,6 +82,10 @@ absl::Status ServerOptions::Validate() const {
                                                      CudaDeviceCount(), " CUDA devices usable)"));
     }
   }
+  if (!dtype.empty() && dtype != "float32" && dtype != "bfloat16" && dtype != "float16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype: '", dtype, "' is not one of float32, bfloat16, float16"));
+  }
   if (!model_dir.empty() && !std::filesystem::is_directory(model_dir)) {
     return absl::NotFoundError(absl::StrCat("model_dir: '", model_dir, "' is not a directory"));
   }

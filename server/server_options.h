@@ -21,6 +21,9 @@ struct ServerOptions {
   std::string model_dir;
   // Inference device: "auto" (cuda:0 when a GPU is usable, else cpu), "cpu", "cuda:N".
   std::string device = "auto";
+  // Compute dtype: "float32", "bfloat16" or "float16"; empty: the device's
+  // (float32 on the CPU, bfloat16 on CUDA).
+  std::string dtype;
   // trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
   // When set, the bound ports are written there as JSON once the server

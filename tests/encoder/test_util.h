@@ -22,7 +22,21 @@
 
 namespace oasr::encoder::testing {
 
-// An encoder with a CPU execution context of its own.
+#ifndef OASR_TEST_CUDA
+#define OASR_TEST_CUDA 0
+#endif
+
+// The device this test binary computes on: CUDA in the *_gpu_test builds
+// (OASR_TEST_CUDA=1), the CPU otherwise.
+inline Device TestDevice() { return OASR_TEST_CUDA ? Device::Cuda(0) : Device::Cpu(); }
+// Whether TestDevice() can run here (GPU builds skip without a GPU).
+inline bool TestDeviceUsable() { return TestDevice().is_cpu() || CudaDeviceCount() > 0; }
+#define OASR_SKIP_WITHOUT_TEST_DEVICE()                                                  \
+  do {                                                                                   \
+    if (!::oasr::encoder::testing::TestDeviceUsable()) GTEST_SKIP() << "no CUDA device"; \
+  } while (false)
+
+// An encoder with an execution context of its own.
 struct CpuEncoder {
   std::unique_ptr<ExecutionContext> ctx;
   std::unique_ptr<ConformerEncoder> encoder;
@@ -39,6 +53,25 @@ inline void EnsureWorkspace(ConformerEncoder& encoder, int batch, int chunk) {
   }
 }
 
+// An encoder on TestDevice() computing in `dtype`.
+inline absl::StatusOr<CpuEncoder> MakeTestEncoder(const ConformerModel* model, int threads = 1,
+                                                  int64_t max_table_positions = 16384,
+                                                  DType dtype = DType::kFloat32) {
+  ExecutionContextOptions o;
+  o.cpu_threads = threads;
+  o.device = TestDevice();
+  absl::StatusOr<std::unique_ptr<ExecutionContext>> ctx = ExecutionContext::Create(o);
+  if (!ctx.ok()) return ctx.status();
+  EncoderOptions options;
+  options.max_table_positions = max_table_positions;
+  options.dtype = dtype;
+  absl::StatusOr<std::unique_ptr<ConformerEncoder>> enc =
+      ConformerEncoder::Create(model, ctx->get(), options);
+  if (!enc.ok()) return enc.status();
+  return CpuEncoder{std::move(*ctx), std::move(*enc)};
+}
+
+// An encoder on the CPU, whatever the test device.
 inline absl::StatusOr<CpuEncoder> MakeCpuEncoder(const ConformerModel* model, int threads = 1,
                                                  int64_t max_table_positions = 16384) {
   ExecutionContextOptions o;

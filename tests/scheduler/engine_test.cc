@@ -46,6 +46,9 @@ TestEngine MakeEngine(EngineConfig config) {
   ModelOptions options;
   options.model_dir = kModelDir;
   options.decoder = config.decoder;
+  // float32 on every device: n-bests are compared across batch widths.
+  options.device = encoder::testing::TestDevice();
+  options.dtype = DType::kFloat32;
   auto engine = LoadEngine(options, config);
   EXPECT_TRUE(engine.ok()) << engine.status();
   TestEngine setup;
@@ -67,7 +70,7 @@ std::vector<decoder::DecodeResult> TranscribeAlone(const Engine& engine,
   EXPECT_TRUE((*frontend)->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size())).ok());
   EXPECT_TRUE((*frontend)->InputFinished().ok());
   // Its own context: the engine's scheduler thread drives the model's.
-  auto encoder = encoder::testing::MakeCpuEncoder(&model.model());
+  auto encoder = encoder::testing::MakeTestEncoder(&model.model());
   EXPECT_TRUE(encoder.ok()) << encoder.status();
   const decoder::CtcDecoder& dec = engine.decoder();
   auto dec_mut = const_cast<decoder::CtcDecoder*>(&dec);
@@ -177,6 +180,7 @@ INSTANTIATE_TEST_SUITE_P(FrontEnd, EngineFrontEndTest, ::testing::Values(0, 3),
                          });
 
 TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config = Config();
   config.max_batch_size = 24;
   config.max_waiting = 400;
@@ -258,6 +262,7 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
 }
 
 TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   config.max_batch_size = 4;
   config.max_blocks_per_seq = 3;  // 3 chunks of history, unlimited left context.
@@ -294,6 +299,7 @@ TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
 }
 
 TEST(EngineTest, WaitingStreamsAreAdmittedInOrder) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   config.max_batch_size = 1;
   config.max_wait_ms = 0;  // Everyone is past the window: strict arrival order.
@@ -327,6 +333,7 @@ TEST(EngineTest, WaitingStreamsAreAdmittedInOrder) {
 }
 
 TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   config.max_batch_size = 2;
   config.max_waiting = 3;
@@ -363,6 +370,7 @@ TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
 }
 
 TEST_P(EngineFrontEndTest, CancelMidStreamFreesEverything) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config = Config();
   config.max_batch_size = 4;
   TestEngine setup = MakeEngine(config);
@@ -381,6 +389,7 @@ TEST_P(EngineFrontEndTest, CancelMidStreamFreesEverything) {
 }
 
 TEST_P(EngineFrontEndTest, ManySmallPiecesStayInOrder) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   // 10 ms messages (the front end's frame shift): every piece is a separate
   // unit of front-end work, so a pool that reordered or overlapped a
   // stream's pieces would change its features and its transcript.
@@ -422,6 +431,7 @@ TEST_P(EngineFrontEndTest, ManySmallPiecesStayInOrder) {
 }
 
 TEST_P(EngineFrontEndTest, CancelWhileFrontEndWorkIsInFlight) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   // Each stream is cancelled (or its engine destroyed) right after a large
   // push, so its front-end work is still queued or running: it must end
   // "cancelled", free its slot and pipeline once, and leave others intact.
@@ -478,6 +488,7 @@ TEST_P(EngineFrontEndTest, CancelWhileFrontEndWorkIsInFlight) {
 }
 
 TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   config.max_buffered_audio_s = 0.5;
   TestEngine setup = MakeEngine(config);
@@ -493,6 +504,7 @@ TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
 }
 
 TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   TestEngine setup = MakeEngine(config);
   std::mt19937 rng(13);
@@ -510,6 +522,7 @@ TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
 }
 
 TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   config.max_batch_size = 4;
   config.max_waiting = 100;
@@ -531,6 +544,7 @@ TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
 }
 
 TEST(EngineTest, BadRequestsNameTheField) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   TestEngine setup = MakeEngine({});
   StreamRequest request;
   request.sample_rate = 96000;

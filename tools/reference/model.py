@@ -303,11 +303,11 @@ class ConformerEncoder(nn.Module):
         """feats (B, T, F) raw fbank -> (B, T', d). chunk_size <= 0: full attention."""
         x = self._embed(feats)
         t = x.size(1)
-        pos = position_table(0, t, self.cfg.output_size)
+        pos = position_table(0, t, self.cfg.output_size).to(x)
         mask = chunk_mask(t, chunk_size, num_left_chunks) if chunk_size > 0 else None
-        empty = torch.zeros(0, 0, 0, 0)
+        empty = x.new_zeros(0, 0, 0, 0)
         for layer in self.encoders:
-            x, _, _ = layer(x, pos, mask, empty, torch.zeros(0, 0, 0))
+            x, _, _ = layer(x, pos, mask, empty, x.new_zeros(0, 0, 0))
         return self.after_norm(x)
 
     def forward_chunk(self, feats, offset: int, required_cache_size: int, att_cache, cnn_cache):
@@ -322,11 +322,11 @@ class ConformerEncoder(nn.Module):
         x = self._embed(feats)
         c = x.size(1)
         t1 = att_cache.size(2)
-        pos = position_table(offset - t1, t1 + c, self._output_size)
+        pos = position_table(offset - t1, t1 + c, self._output_size).to(x)
         new_att, new_cnn = [], []
         for i, layer in enumerate(self.encoders):
-            ac = att_cache[i : i + 1] if t1 > 0 else torch.zeros(1, 0, 0, 0)
-            cc = cnn_cache[i] if cnn_cache.size(0) > 0 else torch.zeros(0, 0, 0)
+            ac = att_cache[i : i + 1] if t1 > 0 else x.new_zeros(1, 0, 0, 0)
+            cc = cnn_cache[i] if cnn_cache.size(0) > 0 else x.new_zeros(0, 0, 0)
             x, a, k = layer(x, pos, None, ac, cc)
             new_att.append(a)
             new_cnn.append(k)
@@ -346,8 +346,8 @@ class ConformerEncoder(nn.Module):
         """Streams feats (1, T, F) through forward_chunk; returns (1, T', d)."""
         cfg = self.cfg
         d_k = cfg.output_size // cfg.attention_heads
-        att_cache = torch.zeros(cfg.num_blocks, cfg.attention_heads, 0, 2 * d_k)
-        cnn_cache = torch.zeros(0, 0, 0, 0)
+        att_cache = feats.new_zeros(cfg.num_blocks, cfg.attention_heads, 0, 2 * d_k)
+        cnn_cache = feats.new_zeros(0, 0, 0, 0)
         required = chunk_size * num_left_chunks if num_left_chunks >= 0 else -1
         offset = start_offset
         outs = []

@@ -1,0 +1,150 @@
+#include "kernels/conv2d.h"
+#include "kernels/cuda_common.cuh"
+
+namespace oasr::kernels {
+namespace {
+
+using cuda::FromFloat;
+using cuda::ToFloat;
+
+// One block per patch row (image i, time t, frequency f); a patch is k runs
+// (one per kernel row a) of k * c contiguous input values.
+template <typename In, typename Out>
+__global__ void Im2ColKernel(Im2ColParams p, int64_t t_out, int64_t f_out) {
+  const int64_t rows = p.n * t_out * f_out;
+  const int64_t run = static_cast<int64_t>(p.kernel) * p.c;
+  const int64_t patch = run * p.kernel;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = r / (t_out * f_out), rem = r % (t_out * f_out);
+    const int64_t t = rem / f_out, f = rem % f_out;
+    const In* src = static_cast<const In*>(p.in) + i * p.h * p.w * p.c +
+                    (t * p.stride * p.w + f * p.stride) * p.c;
+    Out* dst = static_cast<Out*>(p.patches) + r * p.ld;
+    for (int64_t col = threadIdx.x; col < p.ld; col += blockDim.x) {
+      if (col >= patch) {
+        dst[col] = FromFloat<Out>(0.0f);
+        continue;
+      }
+      const int64_t a = col / run, within = col - a * run;
+      dst[col] = FromFloat<Out>(ToFloat(src[a * p.w * p.c + within]));
+    }
+  }
+}
+
+// Same, 16 bytes at a time: needs equal dtypes, c and ld multiples of the
+// vector width and 16-byte aligned buffers.
+template <typename T>
+__global__ void Im2ColVecKernel(Im2ColParams p, int64_t t_out, int64_t f_out) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int64_t rows = p.n * t_out * f_out;
+  const int64_t run = static_cast<int64_t>(p.kernel) * p.c;
+  const int64_t patch = run * p.kernel;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = r / (t_out * f_out), rem = r % (t_out * f_out);
+    const int64_t t = rem / f_out, f = rem % f_out;
+    const T* src = static_cast<const T*>(p.in) + i * p.h * p.w * p.c +
+                   (t * p.stride * p.w + f * p.stride) * p.c;
+    T* dst = static_cast<T*>(p.patches) + r * p.ld;
+    for (int64_t col = threadIdx.x * kVec; col < p.ld; col += blockDim.x * kVec) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (col < patch) {
+        const int64_t a = col / run, within = col - a * run;
+        v = *reinterpret_cast<const uint4*>(src + a * p.w * p.c + within);
+      }
+      *reinterpret_cast<uint4*>(dst + col) = v;
+    }
+  }
+}
+
+// Stage 2's patches straight from the one-channel input. A block per
+// (image, stage-2 row); a thread per stage-1 channel, which keeps its 9
+// taps in registers; the input rows the block needs sit in shared memory.
+template <typename Out>
+__global__ void FusedStemKernel(FusedStemParams p, int64_t h2, int64_t w2) {
+  extern __shared__ float x[];  // [rows_needed][w]
+  // Stage-1 rows t2 * s2 .. t2 * s2 + k2 - 1 read these input rows.
+  const int rows_needed = (p.k2 - 1) * p.s1 + 3;
+  for (int64_t rb = blockIdx.x; rb < p.n * h2; rb += gridDim.x) {
+    const int64_t i = rb / h2, t2 = rb % h2;
+    const int64_t first = t2 * p.s2 * p.s1;  // First input row of the window.
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < rows_needed * p.w; idx += blockDim.x) {
+      const int r = idx / static_cast<int>(p.w), col = idx % static_cast<int>(p.w);
+      const int64_t row = first + r;
+      x[idx] = row < p.h ? p.in[(i * p.h + row) * p.w + col] : 0.0f;
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < p.c1; c += blockDim.x) {
+      float w[9];
+#pragma unroll
+      for (int k = 0; k < 9; ++k) w[k] = p.w1[c * 9 + k];
+      const float bias = p.b1[c];
+      Out* base = static_cast<Out*>(p.patches) + (i * h2 + t2) * w2 * p.ld + c;
+      for (int64_t f2 = 0; f2 < w2; ++f2) {
+        for (int a = 0; a < p.k2; ++a) {
+          const float* xr = x + (a * p.s1) * p.w;  // Stage-1 row t2 * s2 + a.
+          for (int b = 0; b < p.k2; ++b) {
+            const int64_t f1 = f2 * p.s2 + b;
+            const float* xc = xr + f1 * p.s1;
+            float v = bias;
+#pragma unroll
+            for (int a1 = 0; a1 < 3; ++a1) {
+#pragma unroll
+              for (int b1 = 0; b1 < 3; ++b1) v += w[a1 * 3 + b1] * xc[a1 * p.w + b1];
+            }
+            base[f2 * p.ld + (a * p.k2 + b) * p.c1] = FromFloat<Out>(fmaxf(v, 0.0f));
+          }
+        }
+      }
+    }
+    // Padding columns past the patch.
+    const int64_t patch = static_cast<int64_t>(p.k2) * p.k2 * p.c1;
+    for (int64_t idx = threadIdx.x; idx < w2 * (p.ld - patch); idx += blockDim.x) {
+      const int64_t f2 = idx / (p.ld - patch), col = patch + idx % (p.ld - patch);
+      static_cast<Out*>(p.patches)[((i * h2 + t2) * w2 + f2) * p.ld + col] = FromFloat<Out>(0.0f);
+    }
+  }
+}
+
+}  // namespace
+
+void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
+  const int64_t h1 = Conv2dOp::OutSize(p.h, 3, p.s1), w1 = Conv2dOp::OutSize(p.w, 3, p.s1);
+  const int64_t h2 = Conv2dOp::OutSize(h1, p.k2, p.s2), w2 = Conv2dOp::OutSize(w1, p.k2, p.s2);
+  const int64_t blocks = p.n * h2;
+  if (blocks == 0) return;
+  const int rows_needed = (p.k2 - 1) * p.s1 + 3;
+  const size_t smem = static_cast<size_t>(rows_needed) * p.w * sizeof(float);
+  const int threads = p.c1 >= 256 ? 256 : (p.c1 + 31) / 32 * 32;
+  OASR_DISPATCH_FLOAT(p.patch_dtype, Out, {
+    FusedStemKernel<Out>
+        <<<static_cast<int>(blocks < 65535 * 16 ? blocks : 65535 * 16), threads, smem, stream>>>(
+            p, h2, w2);
+  });
+  OASR_CUDA_LAUNCH_CHECK();
+}
+
+void LaunchIm2Col(const Im2ColParams& p, GpuStream stream) {
+  const int64_t t_out = Conv2dOp::OutSize(p.h, p.kernel, p.stride);
+  const int64_t f_out = Conv2dOp::OutSize(p.w, p.kernel, p.stride);
+  const int64_t rows = p.n * t_out * f_out;
+  if (rows == 0) return;
+  const int threads = p.ld >= 512 ? 256 : (p.ld >= 64 ? 64 : 32);
+  const int blocks = static_cast<int>(rows < 65535 * 16 ? rows : 65535 * 16);
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const int64_t vec = 16 / static_cast<int64_t>(DTypeSize(p.in_dtype));
+  if (p.in_dtype == p.patch_dtype && p.c % vec == 0 && p.ld % vec == 0 && aligned(p.in) &&
+      aligned(p.patches)) {
+    OASR_DISPATCH_FLOAT(p.in_dtype, T,
+                        { Im2ColVecKernel<T><<<blocks, 128, 0, stream>>>(p, t_out, f_out); });
+  } else {
+    OASR_DISPATCH_FLOAT(p.in_dtype, In, {
+      OASR_DISPATCH_FLOAT(p.patch_dtype, Out, {
+        Im2ColKernel<In, Out><<<blocks, threads, 0, stream>>>(p, t_out, f_out);
+      });
+    });
+  }
+  OASR_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace oasr::kernels

@@ -1,0 +1,73 @@
+// Device-side helpers shared by the .cu launchers: float conversions of the
+// three storage dtypes and a dtype dispatch. CUDA and small project headers
+// only (nvcc in C++20 mode cannot compile spdlog/fmt).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "common/check.h"
+#include "common/cuda_check.h"
+#include "common/dtype.h"
+
+namespace oasr::kernels::cuda {
+
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float x);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+inline int Blocks(int64_t work, int threads, int cap = 65535 * 8) {
+  const int64_t b = (work + threads - 1) / threads;
+  return static_cast<int>(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+}  // namespace oasr::kernels::cuda
+
+// Runs the statement with `T` bound to the C++ type of a float DType.
+#define OASR_DISPATCH_FLOAT(dtype, T, ...)    \
+  switch (dtype) {                            \
+    case ::oasr::DType::kFloat32: {           \
+      using T = float;                        \
+      __VA_ARGS__;                            \
+      break;                                  \
+    }                                         \
+    case ::oasr::DType::kBFloat16: {          \
+      using T = __nv_bfloat16;                \
+      __VA_ARGS__;                            \
+      break;                                  \
+    }                                         \
+    case ::oasr::DType::kFloat16: {           \
+      using T = __half;                       \
+      __VA_ARGS__;                            \
+      break;                                  \
+    }                                         \
+    default:                                  \
+      OASR_CHECK(false, "not a float dtype"); \
+  }
