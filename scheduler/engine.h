@@ -104,9 +104,10 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Opens a stream. `notify` runs on the scheduler thread whenever an event
-  // is queued for it and must not block. RESOURCE_EXHAUSTED when the waiting
-  // queue is full or the engine is stopping; INVALID_ARGUMENT for a bad
-  // request (field named). Thread-safe.
+  // is queued for it; it must be O(1) and never wait for the owner's locks
+  // (see StreamOutbox). RESOURCE_EXHAUSTED when the waiting queue is full or
+  // the engine is stopping; INVALID_ARGUMENT for a bad request (field
+  // named). Thread-safe.
   absl::StatusOr<std::unique_ptr<EngineStream>> OpenStream(const StreamRequest& request,
                                                            std::function<void()> notify = {});
 

@@ -4,21 +4,26 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "server/event_dispatcher.h"
 #include "server/grpc_status.h"
 #include "server/recognition_config.h"
 
 namespace oasr::server {
 namespace {
 
-// Shared by the engine's notify callback; lives until the stream's last
-// event has been handled.
-struct RecognizeState {
+// Posted to the event dispatcher by the engine's notify; lives until the
+// stream's last event has been handled (the dispatcher holds it while it
+// runs, the notify until the engine drops the stream).
+struct RecognizeState final : EventDispatcher::Task {
   grpc::ServerUnaryReactor* reactor = nullptr;
   ServiceContext* context = nullptr;
   asr::v1::RecognizeResponse* response = nullptr;
   ParsedConfig config;
   std::mutex mu;
-  std::unique_ptr<scheduler::EngineStream> stream;  // Reset at the end (breaks the cycle).
+  // Set once the audio is queued; reset at the end (breaks the cycle
+  // state -> stream -> notify -> state).
+  std::unique_ptr<scheduler::EngineStream> stream;
   bool done = false;
 
   void Finish(const grpc::Status& status) {
@@ -27,8 +32,9 @@ struct RecognizeState {
     reactor->Finish(status);
   }
 
-  // Runs on the scheduler thread: collects finals; answers at the last event.
-  void OnEvents() {
+  // On a dispatcher thread: collects finals; answers at the last event.
+  // Before `stream` is set the events wait (StartRecognize posts once more).
+  void Run() override {
     std::lock_guard<std::mutex> lock(mu);
     if (done || stream == nullptr) return;
     scheduler::StreamEvent event;
@@ -52,8 +58,8 @@ struct RecognizeState {
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                               "the server is shutting down; recognition was cancelled");
       }
-      // The engine still holds the stream's shared state (and this notify)
-      // until this callback returns, so dropping our handle here is safe.
+      // The dispatcher holds this state until Run returns, so dropping the
+      // handle (and with it, maybe, the notify's reference) here is safe.
       stream.reset();
       Finish(status);
       return;
@@ -132,24 +138,37 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
                                                limit, " s limit; use StreamingRecognize")));
   }
 
+  OASR_CHECK(context->dispatcher != nullptr, "Recognize needs the event dispatcher");
   auto state = std::make_shared<RecognizeState>();
   state->reactor = call_context->DefaultReactor();
   state->context = context;
   state->response = response;
   state->config = *parsed;
-  std::lock_guard<std::mutex> lock(state->mu);
+  // The notify runs on the scheduler thread: it only posts the state, never
+  // waits for state->mu nor builds the response.
+  EventDispatcher* dispatcher = context->dispatcher;
+  std::shared_ptr<EventDispatcher::Task> task = state;
   absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened =
-      model->engine().OpenStream(parsed->request, [state] { state->OnEvents(); });
+      model->engine().OpenStream(parsed->request, [dispatcher, task] { dispatcher->Post(task); });
   if (!opened.ok()) {
     state->done = true;
     state->Finish(ToGrpcStatus(opened.status()));
     return state->reactor;
   }
-  state->stream = std::move(*opened);
+  // Queued without the lock: until `stream` is set, Run leaves the events
+  // waiting, so no one waits for this copy of the audio.
+  std::unique_ptr<scheduler::EngineStream> stream = std::move(*opened);
   // A refused push (the buffer bound) ends the stream with that error, and
   // its last event answers the call, as it does after EndAudio.
-  absl::Status pushed = samples.empty() ? absl::OkStatus() : state->stream->PushAudio(samples);
-  if (pushed.ok()) (void)state->stream->EndAudio();
+  absl::Status pushed = samples.empty() ? absl::OkStatus() : stream->PushAudio(samples);
+  if (pushed.ok()) (void)stream->EndAudio();
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->stream = std::move(stream);
+  }
+  // For whatever arrived meanwhile (gRPC accepts the reactor answered
+  // before it is returned).
+  dispatcher->Post(task);
   return state->reactor;
 }
 

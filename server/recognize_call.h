@@ -1,5 +1,6 @@
-// One Recognize call: a whole file decoded by an engine stream, answered
-// from the engine's notify callback (no thread waits for it).
+// One Recognize call: a whole file decoded by an engine stream, answered on
+// the server's event dispatcher once the engine's notify posts the last
+// event there (no thread waits for it).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

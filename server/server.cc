@@ -42,6 +42,8 @@ absl::Status Server::Start() {
   context_.max_pending_responses = options_.max_pending_responses;
   context_.stream_idle_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::ceil(options_.stream_idle_timeout_seconds * 1000)));
+  dispatcher_ = std::make_unique<EventDispatcher>(EventDispatcher::DefaultThreads());
+  context_.dispatcher = dispatcher_.get();
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -150,6 +152,8 @@ void Server::LogServing() const {
   }
   spdlog::info("gRPC listening on {}:{} (services: {}, grpc.health.v1.Health, reflection)",
                options_.address, grpc_port_, kSpeechServiceName);
+  spdlog::debug("calls handle their streams' events on {} dispatcher threads",
+                dispatcher_->threads());
   if (metrics_port_ >= 0) {
     spdlog::info("metrics on http://{}:{}/metrics", options_.address, metrics_port_);
   }

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/status/status.h"
+#include "server/event_dispatcher.h"
 #include "server/metrics_http.h"
 #include "server/served_model.h"
 #include "server/server_options.h"
@@ -45,6 +46,8 @@ class Server {
   void Wait();
 
   int grpc_port() const { return grpc_port_; }
+  // What every call shares, for a test to install its seams before Start().
+  ServiceContext& context_for_test() { return context_; }
   int metrics_port() const { return metrics_port_; }
 
  private:
@@ -58,6 +61,9 @@ class Server {
   const ServerOptions options_;
   std::string device_;
   ServiceContext context_;
+  // Declared before the model and the gRPC server, so destroyed after them:
+  // the engine's last events and the calls' endings still run on it.
+  std::unique_ptr<EventDispatcher> dispatcher_;
   std::unique_ptr<ServedModel> model_;  // Outlives every call (see Shutdown).
   double model_load_seconds_ = 0.0;
   std::unique_ptr<SpeechService> speech_service_;

@@ -1,14 +1,22 @@
 // What every call of the Speech service shares: the served model (set once
-// it has loaded), the draining flag, the counters and the call limits.
+// it has loaded), the draining flag, the event dispatcher, the counters and
+// the call limits.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 
 #include "server/served_model.h"
 #include "server/server_metrics.h"
 
+namespace grpc {
+class CallbackServerContext;
+}
+
 namespace oasr::server {
+
+class EventDispatcher;
 
 struct ServiceContext {
   // The model, once loaded; null while loading or when none is configured.
@@ -17,6 +25,10 @@ struct ServiceContext {
   // Set at SIGTERM: new recognition calls get UNAVAILABLE, and streams the
   // engine cancels end with UNAVAILABLE.
   std::atomic<bool> draining{false};
+  // Where the calls handle their engine streams' events (the notify only
+  // posts there). Owned by the Server, which keeps it running until the
+  // engine has stopped and every call has ended; set before it serves.
+  EventDispatcher* dispatcher = nullptr;
   ServerMetrics metrics;
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio (flow control: the engine then has nothing more
@@ -26,6 +38,11 @@ struct ServiceContext {
   // its next message ends with OUT_OF_RANGE (ServerOptions'
   // stream_idle_timeout_seconds); zero disables the check.
   std::chrono::milliseconds stream_idle_timeout{30000};
+  // Test seam, empty in production: runs on the dispatcher with a streaming
+  // call's lock held each time the call takes its engine stream's events,
+  // before it drains them (tests/server/slow_call_test.cc makes one call's handling slow with
+  // it). Set before the server starts; never changed while calls run.
+  std::function<void(const grpc::CallbackServerContext& call)> on_stream_events_for_test;
 };
 
 }  // namespace oasr::server

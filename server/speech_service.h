@@ -12,7 +12,7 @@ namespace oasr::server {
 void FillBuildInfo(const std::string& device, asr::v1::ServerInfo* info);
 
 // Thread-safe; every method returns at once (recognition runs on the
-// engine's scheduler thread and answers from its callbacks).
+// engine's scheduler thread; the calls answer on the event dispatcher).
 class SpeechService final : public asr::v1::Speech::CallbackService {
  public:
   // `device` is the inference device the server runs on ("cpu", "cuda:0").

@@ -1,6 +1,7 @@
 #include "server/streaming_call.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
 
@@ -8,6 +9,7 @@ namespace oasr::server {
 
 StreamingCall::StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context)
     : call_context_(call_context), context_(context), link_(std::make_shared<Link>()) {
+  OASR_CHECK(context_->dispatcher != nullptr, "a streaming call needs the event dispatcher");
   link_->call = this;
   context_->metrics.streaming_calls_active.fetch_add(1);
   context_->metrics.streaming_calls_total.fetch_add(1);
@@ -38,9 +40,10 @@ void StreamingCall::CheckIdleLocked() {
   // After a half-close or the end of the call there is nothing to wait for.
   if (finished_ || client_done_) return;
   const auto timeout = context_->stream_idle_timeout;
-  if (!reading_) {
-    // Flow control paused reading (the client is behind, not idle): look
-    // again a full timeout after reading could resume.
+  if (!reading_ || message_in_hand_.load(std::memory_order_relaxed)) {
+    // Flow control paused reading (the client is behind, not idle), or a
+    // message has just arrived and is being decoded: look again a full
+    // timeout later.
     ArmIdleAlarmLocked(timeout);
     return;
   }
@@ -62,11 +65,25 @@ void StreamingCall::MaybeReadLocked() {
   if (reading_ || client_done_ || finished_) return;
   if (static_cast<int>(pending_.size()) >= context_->max_pending_responses) return;
   reading_ = true;
+  message_in_hand_.store(false, std::memory_order_relaxed);
   read_started_ = std::chrono::steady_clock::now();
   StartRead(&request_);
 }
 
 void StreamingCall::OnReadDone(bool ok) {
+  message_in_hand_.store(true, std::memory_order_relaxed);
+  // Audio (up to max_message_bytes) is decoded before the lock, so the
+  // dispatcher and this call's other reactions never wait behind it. That is
+  // safe: one read is in flight at a time and the next starts only from
+  // MaybeReadLocked at the end of this reaction (reading_ stays set until
+  // then), so request_ and samples_ are this reaction's alone; stream_ and
+  // config_ were set by the first message's reaction before this read was
+  // started, and never change after.
+  absl::Status decoded;
+  if (ok && stream_ != nullptr && !request_.has_streaming_config()) {
+    samples_.clear();
+    decoded = DecodeSamples(config_.encoding, request_.audio_content(), &samples_);
+  }
   std::lock_guard<std::recursive_mutex> lock(link_->mu);
   reading_ = false;
   if (finished_) return;
@@ -93,7 +110,7 @@ void StreamingCall::OnReadDone(bool ok) {
   if (stream_ == nullptr) {
     HandleConfigLocked();
   } else {
-    HandleAudioLocked();
+    HandleAudioLocked(decoded);
   }
   MaybeReadLocked();
 }
@@ -125,12 +142,13 @@ void StreamingCall::HandleConfigLocked() {
   config_ = std::move(*parsed);
   config_.request.interim_results = streaming.interim_results();
   config_.request.decode.single_utterance = streaming.single_utterance();
-  std::shared_ptr<Link> link = link_;
+  // The notify runs on the scheduler thread: it only posts the Link (an
+  // atomic increment, at most one queue entry per call), never waits for
+  // link_->mu nor builds a response.
+  EventDispatcher* dispatcher = context_->dispatcher;
+  std::shared_ptr<EventDispatcher::Task> task = link_;
   absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened =
-      model->engine().OpenStream(config_.request, [link] {
-        std::lock_guard<std::recursive_mutex> notify_lock(link->mu);
-        if (link->call != nullptr) link->call->PumpLocked();
-      });
+      model->engine().OpenStream(config_.request, [dispatcher, task] { dispatcher->Post(task); });
   if (!opened.ok()) {
     FailLocked(ToGrpcStatus(opened.status()));
     return;
@@ -139,18 +157,16 @@ void StreamingCall::HandleConfigLocked() {
   spdlog::debug("stream {}: opened from {} ({} Hz, interim {}, single utterance {})", stream_->id(),
                 call_context_->peer(), config_.request.sample_rate, config_.request.interim_results,
                 config_.request.decode.single_utterance);
-  // Events that arrived before stream_ was set.
-  PumpLocked();
+  // Events that arrive before this returns wait for link_->mu on the
+  // dispatcher, and find stream_ set.
 }
 
-void StreamingCall::HandleAudioLocked() {
+void StreamingCall::HandleAudioLocked(const absl::Status& decoded) {
   if (request_.has_streaming_config()) {
     FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "streaming_config: sent again; only the first message may carry it"));
     return;
   }
-  samples_.clear();
-  absl::Status decoded = DecodeSamples(config_.encoding, request_.audio_content(), &samples_);
   if (!decoded.ok()) {
     FailLocked(ToGrpcStatus(decoded));
     return;
@@ -184,6 +200,18 @@ grpc::Status StreamingCall::FinalStatus(const scheduler::StreamEvent& event) con
                               : ToGrpcStatus(event.error);
   }
   return grpc::Status(grpc::StatusCode::INTERNAL, "unknown finish reason");
+}
+
+void StreamingCall::Link::Run() {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  // The call may be done (and deleted): the Link is the dispatcher's until
+  // this returns, the call only while it is linked.
+  if (call != nullptr) call->OnEventsLocked();
+}
+
+void StreamingCall::OnEventsLocked() {
+  if (context_->on_stream_events_for_test) context_->on_stream_events_for_test(*call_context_);
+  PumpLocked();
 }
 
 void StreamingCall::PumpLocked() {

@@ -5,6 +5,7 @@
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -12,17 +13,25 @@
 
 #include "oasr/asr/v1/asr.grpc.pb.h"
 #include "scheduler/engine.h"
+#include "server/event_dispatcher.h"
 #include "server/recognition_config.h"
 #include "server/service_context.h"
 
 namespace oasr::server {
 
 // Lifetime: created by the service for each call, deletes itself in OnDone.
-// Threading: gRPC runs the reactions on its threads, the engine's notify runs
-// on the scheduler thread; all of them take link_->mu, and none blocks
-// beyond it (work goes to the engine's command queue). At most one read and
-// one write are in flight; reading pauses while max_pending_responses
-// responses wait for the client, so a slow reader cannot grow memory.
+// Threading: gRPC runs the reactions on its threads. The engine's notify
+// runs on its scheduler thread and only posts the call's Link to the
+// server's EventDispatcher (context->dispatcher), whose thread then takes
+// link_->mu, drains the stream's outbox, builds the responses and starts the
+// writes; so the scheduler never waits for a call, and a call whose handling
+// is slow holds up one dispatcher thread, not every stream. Everything that
+// touches the call's state takes link_->mu, and nothing slow runs under it:
+// audio is decoded before the lock (one read is in flight at a time, so its
+// message is the reaction's alone), work for the engine goes to its command
+// queue. At most one read and one write are in flight; reading pauses while
+// max_pending_responses responses wait for the client, so a slow reader
+// cannot grow memory.
 // Idle timeout: a gRPC alarm (callback on gRPC's executor, never a thread of
 // the call's own) fires at the earliest moment the stream could have been
 // idle for context->stream_idle_timeout; it ends the call with OUT_OF_RANGE
@@ -40,17 +49,27 @@ class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRec
   void OnDone() override;
 
  private:
-  // What the engine's notify callback reaches; outlives the reactor, since
-  // the engine may notify after the call is done.
-  struct Link {
+  // What the engine's notify posts to the dispatcher; outlives the reactor,
+  // since the engine may notify (and the dispatcher run it) after the call
+  // is done. Recursive: a write started under it may complete inline.
+  struct Link final : EventDispatcher::Task {
     std::recursive_mutex mu;
     StreamingCall* call = nullptr;  // Null once the call is done.
+
+   private:
+    // On a dispatcher thread: the call's events, under mu.
+    void Run() override;
   };
 
   // Each *Locked method runs with link_->mu held.
   void HandleConfigLocked();
-  void HandleAudioLocked();
+  // `decoded`: how decoding the message's audio into samples_ went.
+  void HandleAudioLocked(const absl::Status& decoded);
+  // Turns the events waiting in the outbox into responses and starts the
+  // next write.
   void PumpLocked();
+  // The dispatcher's turn: the test seam, then PumpLocked.
+  void OnEventsLocked();
   void MaybeReadLocked();
   // Ends the call with `status` (no more responses), cancelling the stream.
   void FailLocked(const grpc::Status& status);
@@ -68,13 +87,17 @@ class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRec
   std::deque<asr::v1::StreamingRecognizeResponse> pending_;
   ParsedConfig config_;
   std::unique_ptr<scheduler::EngineStream> stream_;
-  std::vector<int16_t> samples_;  // Scratch for decoded audio.
+  std::vector<int16_t> samples_;  // Scratch for decoded audio (the read's alone).
   grpc::Status final_status_;
   // Null when the idle timeout is off; one alarm pending at a time.
   std::unique_ptr<grpc::Alarm> idle_alarm_;
   // When the read in flight was started: the client has been silent since.
   std::chrono::steady_clock::time_point read_started_;
+  // A read is in flight, or its message is being handled (no next read yet).
   bool reading_ = false;
+  // The read in flight has delivered its message, which is being decoded
+  // before the lock: the client is not idle. Cleared when a read starts.
+  std::atomic<bool> message_in_hand_{false};
   bool client_done_ = false;  // The client half-closed (or the call broke).
   bool engine_done_ = false;  // The stream's last event arrived.
   bool writing_ = false;
