@@ -74,16 +74,16 @@ bool RunOne(Device device, int batch, Result* result) {
     stream = s;
   }
 #endif
-  std::vector<int64_t> ids(batch);
-  std::iota(ids.begin(), ids.end(), 0);
-  for (int i = 0; i < batch; ++i) {
-    if (!Check(m.AllocateStream(ids[i], i, stream))) return false;
+  std::vector<int32_t> slots(batch);
+  std::iota(slots.begin(), slots.end(), 0);
+  for (const int32_t slot : slots) {
+    if (!Check(m.AllocateSlot(slot, stream))) return false;
   }
   bool ok = true;
   auto step = [&] {
-    ok &= m.PrepareChunksBatched(ids).ok();
+    ok &= m.PrepareChunksBatched(slots).ok();
     m.UpdateDeviceMirror(stream);
-    for (int64_t id : ids) ok &= m.CommitChunkPaged(id, c.chunk_size).ok();
+    for (const int32_t slot : slots) ok &= m.CommitChunkPaged(slot, c.chunk_size).ok();
   };
   for (int i = 0; i < 20; ++i) step();  // Past the first evictions.
   // Enough steps for ~0.3 s of work, at least 50.

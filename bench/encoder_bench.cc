@@ -56,14 +56,12 @@ double RunCohorts(ConformerEncoder& encoder, const Tensor& feats, int streams, i
   cache::StreamStateSpec spec{"cnn", encoder.ConvStateShape(), 1, false, DType::kFloat32};
   auto states = cache::SlotStateCache::Create({spec}, streams, Device::Cpu());
   if (!pool.ok() || !attention.ok() || !states.ok()) std::exit(1);
-  std::vector<int64_t> ids(streams);
-  for (int i = 0; i < streams; ++i) {
-    ids[i] = i;
-    if (!(*attention)->AllocateStream(i, i, nullptr).ok()) std::exit(1);
-  }
   const int64_t window = c.WindowFrames(kChunk), stride = int64_t{kChunk} * c.subsampling_rate();
   std::vector<int32_t> slots(streams), frames(streams), offsets(streams, 0);
-  for (int i = 0; i < streams; ++i) slots[i] = i;
+  for (int i = 0; i < streams; ++i) {
+    slots[i] = i;
+    if (!(*attention)->AllocateSlot(i, nullptr).ok()) std::exit(1);
+  }
   std::vector<float> staged(static_cast<size_t>(streams * window * c.input_dim));
   std::vector<float> log_probs(static_cast<size_t>(streams) * kChunk * c.output_dim);
   if (encoder.context().workspace().capacity() < encoder.WorkspaceBytes(streams, kChunk)) {
@@ -83,7 +81,7 @@ double RunCohorts(ConformerEncoder& encoder, const Tensor& feats, int streams, i
                 staged.begin() + i * window * c.input_dim);
       frames[i] = static_cast<int32_t>(encoder.OutputFrames(n));
     }
-    if (!(*attention)->PrepareChunksBatched(ids).ok()) std::exit(1);
+    if (!(*attention)->PrepareChunksBatched(slots).ok()) std::exit(1);
     CohortInputs in;
     in.batch = streams;
     in.chunk = kChunk;

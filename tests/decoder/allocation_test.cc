@@ -41,8 +41,7 @@ std::shared_ptr<const SymbolTable> Units() {
 }
 
 // Allocations made while decoding `lp` chunk by chunk.
-long AllocationsWhileDecoding(CtcDecoder& decoder, cache::DecoderState& state,
-                              std::vector<float>& lp) {
+long AllocationsWhileDecoding(CtcDecoder& decoder, DecoderState& state, std::vector<float>& lp) {
   const int frames = static_cast<int>(lp.size() / kV);
   long total = 0;
   for (int t = 0; t < frames; t += kChunk) {
