@@ -6,15 +6,19 @@
 // block = 16 frames, num_left_chunks 4 (so every step also evicts a block per
 // stream), max_blocks_per_seq 512 (the table mirrored is blocks_per_stream = 6
 // columns wide). Goal: under 2 us per stream per step on
-// CPU, and no device synchronisation inside a step on CUDA.
+// CPU, and no device synchronisation inside a step on CUDA. No model is
+// involved; the banner prints the geometry measured. --help lists the flags.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
 #include "cache/attention_cache_manager.h"
 #include "cache/block_pool.h"
 #include "common/device.h"
@@ -46,7 +50,9 @@ void SleepOnStream(void* ms) {
 }
 #endif
 
-bool RunOne(Device device, int batch, Result* result) {
+// The measured geometry: the published streaming Conformer's cache, sized
+// for `batch` streams, on `device`.
+CacheConfig Geometry(Device device, int batch) {
   CacheConfig c;
   c.num_layers = 12;
   c.n_kv_head = 4;
@@ -59,6 +65,21 @@ bool RunOne(Device device, int batch, Result* result) {
   c.max_num_blocks = c.min_pool_blocks();
   c.dtype = DType::kFloat16;
   c.device = device;
+  return c;
+}
+
+std::string Banner() {
+  const CacheConfig c = Geometry(Device::Cpu(), 1);
+  return absl::StrFormat(
+      "geometry: %d layers, %d KV heads x %d, %s, chunk = block = %d, num_left_chunks %d, "
+      "max_blocks_per_seq %d (mirrored width %lld)",
+      c.num_layers, c.n_kv_head, c.head_dim, DTypeName(c.dtype), c.chunk_size, c.num_left_chunks,
+      c.max_blocks_per_seq,
+      static_cast<long long>(std::min<int64_t>(c.max_blocks_per_seq, c.blocks_per_stream())));
+}
+
+bool RunOne(Device device, int batch, Result* result) {
+  const CacheConfig c = Geometry(device, batch);
   absl::StatusOr<std::unique_ptr<BlockPool>> pool = BlockPool::Create(c);
   if (!Check(pool.status())) return false;
   absl::StatusOr<std::unique_ptr<AttentionCacheManager>> att =
@@ -74,16 +95,16 @@ bool RunOne(Device device, int batch, Result* result) {
     stream = s;
   }
 #endif
-  std::vector<int64_t> ids(batch);
-  std::iota(ids.begin(), ids.end(), 0);
-  for (int i = 0; i < batch; ++i) {
-    if (!Check(m.AllocateStream(ids[i], i, stream))) return false;
+  std::vector<int32_t> slots(batch);
+  std::iota(slots.begin(), slots.end(), 0);
+  for (const int32_t slot : slots) {
+    if (!Check(m.AllocateSlot(slot, stream))) return false;
   }
   bool ok = true;
   auto step = [&] {
-    ok &= m.PrepareChunksBatched(ids).ok();
+    ok &= m.PrepareChunksBatched(slots).ok();
     m.UpdateDeviceMirror(stream);
-    for (int64_t id : ids) ok &= m.CommitChunkPaged(id, c.chunk_size).ok();
+    for (const int32_t slot : slots) ok &= m.CommitChunkPaged(slot, c.chunk_size).ok();
   };
   for (int i = 0; i < 20; ++i) step();  // Past the first evictions.
   // Enough steps for ~0.3 s of work, at least 50.
@@ -119,18 +140,27 @@ bool RunOne(Device device, int batch, Result* result) {
 }  // namespace
 }  // namespace oasr::cache
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{
+      "oasr-bench-cache: per-step cost of the paged cache's hot path (PrepareChunksBatched + "
+      "UpdateDeviceMirror + CommitChunkPaged) at 1, 64 and 1024 streams, CPU and CUDA storage"};
+  bool cpu_only = false;
+  app.add_flag("--cpu-only", cpu_only, "Skip the CUDA rows even when a GPU is present");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (!oasr::InitLogging("warn").ok()) return 1;
   std::vector<oasr::Device> devices = {oasr::Device::Cpu()};
-  if (oasr::CudaDeviceCount() > 0) devices.push_back(oasr::Device::Cuda(0));
+  const bool gpu = !cpu_only && oasr::CudaDeviceCount() > 0;
+  if (gpu) devices.push_back(oasr::Device::Cuda(0));
   std::printf("oasr-bench-cache: PrepareChunksBatched + UpdateDeviceMirror + CommitChunkPaged\n");
-  std::printf(
-      "geometry: 12 layers, 4 KV heads x 64, fp16, chunk = block = 16, num_left_chunks 4, "
-      "max_blocks_per_seq 512 (mirrored width 6)\n");
-  if (oasr::CudaDeviceCount() > 0) {
+  std::printf("%s\n", oasr::cache::Banner().c_str());
+  if (gpu) {
     std::printf("gpu: %s\n", oasr::CudaDeviceName(0).value_or("?").c_str());
   } else {
-    std::printf("gpu: none (CUDA rows skipped)\n");
+    std::printf("gpu: %s (CUDA rows skipped)\n", cpu_only ? "not used" : "none");
   }
   std::printf("%-8s %6s %14s %18s %16s %22s\n", "device", "B", "us/step", "ns/stream/step",
               "mirror KiB/step", "step, GPU busy 50ms (us)");

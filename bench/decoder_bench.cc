@@ -6,31 +6,37 @@
 // previous token, the others drawn Zipf-like from the vocabulary), Gaussian
 // noise (sd 1) on every logit, and the winner's margin set so that it holds
 // about 90% of the probability mass (the rest spread over all other units),
-// then log-softmax. 60 s of audio (1500 frames at 40 ms), fed in chunks of 16
-// frames through CtcDecoder::DecodeChunk (search plus endpointing; partial
-// results are not built).
+// then log-softmax. 1500 frames (60 s at a 4x model's 40 ms), fed in chunks of
+// 16 frames through CtcDecoder::DecodeChunk (search plus endpointing; partial
+// results are not built). "x realtime" is the frame's length over its cost,
+// on the clock of --model-dir's model (feature shift x subsampling).
 //
 // Boosting: 100 phrases of 2-4 tokens, half cut from the greedy transcript of
 // the input (so they really match), half random, boost 2.0 per token.
 //
-// Language models: the bundled model's units (V = 258), its unit 5-gram
-// (lm.json, lm.arpa.gz) and then also its word model with the lexicon
-// (words.arpa.gz), against beam 10 alone on the same input, when the model
-// directory is there.
+// Language models: the units of --model-dir (default: the bundled model,
+// V = 258), its unit 5-gram (lm.json, lm.arpa.gz) and then also its word
+// model with the lexicon (words.arpa.gz), against beam 10 alone on the same
+// input, when the model directory is there. --help lists the flags.
 //
 // Goal (issue 5): under 50 us per frame per stream at V = 5002, beam 10.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "decoder/ctc_decoder.h"
 #include "decoder/greedy_search.h"
 #include "decoder/synthetic_log_probs.h"
+#include "encoder/fbank.h"
+#include "encoder/model_config.h"
 
 namespace oasr::decoder {
 namespace {
@@ -116,9 +122,28 @@ std::vector<float> PeakyLogProbs(int v) {
   return SyntheticLogProbs(gen);
 }
 
+// One CTC frame of audio, in ms: the model's clock.
+double g_frame_ms = 40.0;
+
 void PrintRow(int v, const char* name, const Figures& f) {
   std::printf("%-6d %-28s %12.2f %12.2f %10.0f", v, name, f.best_us, f.mean_us,
-              40000.0 / f.best_us);
+              g_frame_ms * 1000.0 / f.best_us);
+}
+
+// The frame clock of the model in `dir` (config.json: the front end's shift x
+// the subsampling); 40 ms, with a note, when it cannot be read.
+double ModelFrameShiftMs(const std::string& dir) {
+  std::ifstream in(dir + "/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<encoder::ModelConfig> config = encoder::ModelConfig::FromJson(text.str());
+  if (!in || !config.ok()) {
+    std::printf("(no model clock in %s/config.json: %s; 40 ms frames assumed)\n", dir.c_str(),
+                in ? config.status().ToString().c_str() : "unreadable");
+    return 40.0;
+  }
+  return 1000.0 * encoder::Fbank::kFrameShift / encoder::Fbank::kSampleRate *
+         config->subsampling_rate();
 }
 
 // Beam 10 with and without the bundled model's language model.
@@ -133,7 +158,7 @@ void LanguageModelRows(const std::string& dir) {
   std::vector<float> lp = PeakyLogProbs(v);
   CtcDecoderConfig config;
   config.stream.endpoint.enabled = false;
-  PrintRow(v, "beam 10 (bundled units)", Run(config, units, lp, nullptr));
+  PrintRow(v, "beam 10 (the model's units)", Run(config, units, lp, nullptr));
   std::printf("\n");
   absl::StatusOr<bool> lm = UseModelLanguageModel(dir, *units, &config.search);
   if (!lm.ok() || !*lm) {
@@ -154,11 +179,27 @@ void LanguageModelRows(const std::string& dir) {
   }
 }
 
-int Main() {
+int Main(int argc, char** argv) {
+  CLI::App app{"oasr-bench-decoder: CTC decoding cost per frame of one stream on one core"};
+#ifdef OASR_BENCH_MODEL_DIR
+  std::string model_dir = OASR_BENCH_MODEL_DIR;
+#else
+  std::string model_dir;
+#endif
+  app.add_option("--model-dir", model_dir,
+                 "Model whose units and language models the last rows decode with, and whose "
+                 "frame clock the x-realtime column uses")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!model_dir.empty()) g_frame_ms = ModelFrameShiftMs(model_dir);
   std::printf(
-      "oasr-bench-decoder: CTC decoding, one stream on one core, %d frames (%.0f s) in "
+      "oasr-bench-decoder: CTC decoding, one stream on one core, %d frames (%.0f s at %g ms) in "
       "chunks of %d\n",
-      kFrames, kFrames * 0.04, kChunk);
+      kFrames, kFrames * g_frame_ms / 1000.0, g_frame_ms, kChunk);
   std::printf("%-6s %-28s %12s %12s %10s\n", "V", "search", "us/frame", "mean", "x realtime");
   std::printf("(us/frame: fastest of %d runs after a warm-up; mean: their average)\n", kRepeats);
   for (const int v : {5002, 30}) {
@@ -194,14 +235,13 @@ int Main() {
       std::printf("\n");
     }
   }
-#ifdef OASR_BENCH_MODEL_DIR
-  LanguageModelRows(OASR_BENCH_MODEL_DIR);
-#endif
-  std::printf("goal: < 50 us/frame per stream at V = 5002, beam 10 (x realtime = 40 ms / cost)\n");
+  if (!model_dir.empty()) LanguageModelRows(model_dir);
+  std::printf("goal: < 50 us/frame per stream at V = 5002, beam 10 (x realtime = %g ms / cost)\n",
+              g_frame_ms);
   return 0;
 }
 
 }  // namespace
 }  // namespace oasr::decoder
 
-int main() { return oasr::decoder::Main(); }
+int main(int argc, char** argv) { return oasr::decoder::Main(argc, argv); }

@@ -1,11 +1,13 @@
-// oasr-bench-encoder: the CPU encoder on the published streaming geometry
-// (12 blocks x 256 x 2048 FFN, 4 heads, kernel 15, V = 5002) at 640 ms
-// chunks: single-stream real-time factor, cohort throughput (how many
-// streams one core set keeps in real time), and the PyTorch reference on the
-// same model in the same run. The random model is written by
-// bench/encoder_torch.py (Debian's /usr/bin/python3 with torch). First, the
-// front end's parts on one thread: power spectrum, fbank frame, 640 ms of
-// audio through FeaturePipeline at 16 and 8 kHz.
+// oasr-bench-encoder: the CPU encoder at 16-frame chunks (640 ms on a 4x
+// model): single-stream real-time factor, cohort throughput (how many streams
+// one core set keeps in real time), and the PyTorch reference on the same
+// model in the same run. The model is --model-dir's; by default the
+// published streaming geometry (12 blocks x 256 x 2048 FFN, 4 heads, kernel
+// 15, V = 5002) as a random model written afresh by bench/encoder_torch.py
+// (Debian's /usr/bin/python3 with torch). The banner is the loaded model's.
+// First, the front end's parts on one thread: power spectrum, fbank frame,
+// 640 ms of audio through FeaturePipeline at 16 and 8 kHz. --help lists the
+// flags.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "cache/attention_cache_manager.h"
 #include "cache/block_pool.h"
 #include "cache/slot_state_cache.h"
@@ -31,7 +34,9 @@ namespace oasr::encoder {
 namespace {
 
 constexpr double kSeconds = 20.0;  // Audio per measured stream.
-constexpr int kChunk = 16;         // 640 ms.
+constexpr int kChunk = 16;         // Encoder frames: 640 ms at 4x.
+// The front end's frame shift (10 ms).
+constexpr double kFeatureShiftMs = 1000.0 * Fbank::kFrameShift / Fbank::kSampleRate;
 
 // `streams` streams over the same features in lockstep cohorts through the
 // serving path: ForwardCohort over a real paged pool (one block per chunk,
@@ -56,14 +61,12 @@ double RunCohorts(ConformerEncoder& encoder, const Tensor& feats, int streams, i
   cache::StreamStateSpec spec{"cnn", encoder.ConvStateShape(), 1, false, DType::kFloat32};
   auto states = cache::SlotStateCache::Create({spec}, streams, Device::Cpu());
   if (!pool.ok() || !attention.ok() || !states.ok()) std::exit(1);
-  std::vector<int64_t> ids(streams);
-  for (int i = 0; i < streams; ++i) {
-    ids[i] = i;
-    if (!(*attention)->AllocateStream(i, i, nullptr).ok()) std::exit(1);
-  }
   const int64_t window = c.WindowFrames(kChunk), stride = int64_t{kChunk} * c.subsampling_rate();
   std::vector<int32_t> slots(streams), frames(streams), offsets(streams, 0);
-  for (int i = 0; i < streams; ++i) slots[i] = i;
+  for (int i = 0; i < streams; ++i) {
+    slots[i] = i;
+    if (!(*attention)->AllocateSlot(i, nullptr).ok()) std::exit(1);
+  }
   std::vector<float> staged(static_cast<size_t>(streams * window * c.input_dim));
   std::vector<float> log_probs(static_cast<size_t>(streams) * kChunk * c.output_dim);
   if (encoder.context().workspace().capacity() < encoder.WorkspaceBytes(streams, kChunk)) {
@@ -83,7 +86,7 @@ double RunCohorts(ConformerEncoder& encoder, const Tensor& feats, int streams, i
                 staged.begin() + i * window * c.input_dim);
       frames[i] = static_cast<int32_t>(encoder.OutputFrames(n));
     }
-    if (!(*attention)->PrepareChunksBatched(ids).ok()) std::exit(1);
+    if (!(*attention)->PrepareChunksBatched(slots).ok()) std::exit(1);
     CohortInputs in;
     in.batch = streams;
     in.chunk = kChunk;
@@ -174,32 +177,51 @@ void FrontEndFigures() {
   std::printf("\n");
 }
 
-int Main() {
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "oasr-bench-encoder: CPU encoder real-time factor and cohort throughput, next to the "
+      "PyTorch reference on the same model"};
+  std::string model_dir;
+  app.add_option("--model-dir", model_dir,
+                 "Model directory (default: a random 12 x 256 x 2048, V = 5002 model written "
+                 "afresh by bench/encoder_torch.py)")
+      ->check(CLI::ExistingDirectory);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   FrontEndFigures();
   const std::string source = OASR_SOURCE_DIR;
   const std::string python = "cd " + source + " && /usr/bin/python3 -B bench/encoder_torch.py";
-  // A fresh model each run, so that it always matches the current format.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("oasr_bench_encoder_model_" + std::to_string(getpid()));
-  RunCommand(python + " write-model " + dir.string());
-  if (!std::filesystem::exists(dir / "model.safetensors")) {
-    std::printf(
-        "oasr-bench-encoder: cannot write the model (needs /usr/bin/python3 with torch); "
-        "skipped\n");
-    return 0;
-  }
   struct RemoveDir {
     std::filesystem::path path;
-    ~RemoveDir() { std::filesystem::remove_all(path); }
-  } cleanup{dir};
+    ~RemoveDir() {
+      if (!path.empty()) std::filesystem::remove_all(path);
+    }
+  } cleanup;
+  std::filesystem::path dir = model_dir;
+  if (model_dir.empty()) {
+    // A fresh model each run, so that it always matches the current format.
+    dir = std::filesystem::temp_directory_path() /
+          ("oasr_bench_encoder_model_" + std::to_string(getpid()));
+    RunCommand(python + " write-model " + dir.string());
+    if (!std::filesystem::exists(dir / "model.safetensors")) {
+      std::printf(
+          "oasr-bench-encoder: cannot write the model (needs /usr/bin/python3 with torch); "
+          "skipped\n");
+      return 0;
+    }
+    cleanup.path = dir;
+  }
   auto model = ConformerModel::Load(dir.string());
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
     return 1;
   }
   const ModelConfig& c = (*model)->config();
-  const int64_t frames = static_cast<int64_t>(kSeconds * 100) - 2;
-  auto feats = Tensor::Empty({frames, 80}, DType::kFloat32);
+  const int64_t frames = static_cast<int64_t>(kSeconds * 1000 / kFeatureShiftMs) - 2;
+  auto feats = Tensor::Empty({frames, c.input_dim}, DType::kFloat32);
   std::mt19937 rng(0);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < feats->numel(); ++i) feats->data<float>()[i] = dist(rng);
@@ -209,7 +231,8 @@ int Main() {
       "oasr-bench-encoder: %d x %d x %d FFN, %d heads, kernel %d, V = %d; %d ms chunks; "
       "%.0f s streams; %u cores\n",
       c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
-      c.output_dim, kChunk * 40, kSeconds, cores);
+      c.output_dim, static_cast<int>(kChunk * c.subsampling_rate() * kFeatureShiftMs), kSeconds,
+      cores);
   std::printf("%-44s %10s %12s\n", "case", "RTF", "streams@RT");
   for (int threads : {1, 2}) {
     ExecutionContextOptions ctx_options;
@@ -256,4 +279,4 @@ int Main() {
 }  // namespace
 }  // namespace oasr::encoder
 
-int main() { return oasr::encoder::Main(); }
+int main(int argc, char** argv) { return oasr::encoder::Main(argc, argv); }

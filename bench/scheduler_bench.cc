@@ -36,10 +36,12 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "common/execution_context.h"
 #include "decoder/symbol_table.h"
 #include "encoder/feature_pipeline.h"
+#include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
 #include "scheduler/model_factory.h"
 
@@ -240,6 +242,34 @@ std::string EnsureBenchModel() {
   return dir.string();
 }
 
+// "== real-time streams, <layers> x <d> x <FFN>, V = .., <chunk> ms chunks,
+// beam .., N threads" from the model as loaded; empty (and the error on
+// stderr) when it does not load.
+std::string RealTimeBanner(const std::string& model_dir, int threads) {
+  ModelOptions options;
+  options.model_dir = model_dir;
+  absl::StatusOr<LoadedModel> loaded = LoadModel(options);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s: %s\n", model_dir.c_str(), loaded.status().ToString().c_str());
+    return "";
+  }
+  const ModelGeometry& g = loaded->geometry;
+  std::string layers;
+  if (const auto* conformer = dynamic_cast<const ConformerStreamingModel*>(loaded->model.get())) {
+    const encoder::ModelConfig& c = conformer->model().config();
+    layers = absl::StrFormat("%d x %d x %d", c.num_blocks, c.output_size, c.linear_units);
+  } else {
+    const cache::CacheConfig c = loaded->model->BaseCacheConfig();
+    layers = absl::StrFormat("%d layers x %d", c.num_layers, c.hidden_dim);
+  }
+  const std::string search =
+      loaded->decoder_config.method == decoder::SearchMethod::kGreedy
+          ? std::string("greedy")
+          : absl::StrFormat("beam %d", loaded->decoder_config.search.beam_size);
+  return absl::StrFormat("== real-time streams, %s, V = %d, %g ms chunks, %s, %d threads", layers,
+                         g.vocab_size, g.chunk_size * g.FrameShiftMs(), search, threads);
+}
+
 // Returns true when the engine kept all streams in real time.
 bool RealTime(const std::string& model_dir, int streams, double seconds, int threads) {
   ModelOptions options;
@@ -293,24 +323,46 @@ bool RealTime(const std::string& model_dir, int streams, double seconds, int thr
 
 int main(int argc, char** argv) {
   using namespace oasr::scheduler;
-  // Arguments: [encoder threads] [--overhead-only] [--frontend-threads N]
-  //            [--trivial-frontend | --real-frontend] [--chunks N] [--streams N] [--repeat N]
-  bool overhead_only = false;
+  CLI::App app{
+      "oasr-bench-scheduler: scheduler overhead per stream per tick with a no-op model, then "
+      "streams kept in real time by the CPU engine"};
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  bool overhead_only = false, trivial_only = false, real_only = false;
   OverheadOptions options;
-  std::vector<bool> trivial = {true, false};
-  int repeat = 0;  // 0: 3 with the counting front end (a few seconds), 1 with the real one.
-  std::vector<int> sizes = {1000, 10000};
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--overhead-only") overhead_only = true;
-    if (arg == "--trivial-frontend") trivial = {true};
-    if (arg == "--real-frontend") trivial = {false};
-    if (arg == "--frontend-threads" && i + 1 < argc)
-      options.frontend_threads = std::atoi(argv[++i]);
-    if (arg == "--chunks" && i + 1 < argc) options.chunks = std::max(2, std::atoi(argv[++i]));
-    if (arg == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-    if (arg == "--streams" && i + 1 < argc) sizes = {std::max(1, std::atoi(argv[++i]))};
+  int repeat = 0;   // 0: 3 with the counting front end (a few seconds), 1 with the real one.
+  int streams = 0;  // 0: 1,000 then 10,000.
+  std::string model_dir;
+  app.add_option("threads,--threads", threads, "Encoder threads of the real-time part")
+      ->check(CLI::Range(1, 256));
+  app.add_flag("--overhead-only", overhead_only, "Only the scheduler overhead (no model)");
+  auto* trivial_flag = app.add_flag("--trivial-frontend", trivial_only,
+                                    "Only the counting front end (no resampling, no fbank)");
+  app.add_flag("--real-frontend", real_only, "Only the real front end (libsoxr + fbank)")
+      ->excludes(trivial_flag);
+  app.add_option("--frontend-threads", options.frontend_threads,
+                 "Front-end workers (0: inline on the scheduler thread)")
+      ->check(CLI::Range(0, EngineConfig::kMaxFrontendThreads));
+  app.add_option("--chunks", options.chunks,
+                 "Chunks of audio per stream, the first not timed (default 16 counting, 4 real)")
+      ->check(CLI::Range(2, 100000));
+  app.add_option("--streams", streams, "Streams of the overhead figure (default 1000 then 10000)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--repeat", repeat, "Runs per overhead figure (default 3 counting, 1 real)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--model-dir", model_dir,
+                 "Model of the real-time part (default: the random 12 x 256 x 2048, V = 5002 "
+                 "model bench/encoder_torch.py writes)")
+      ->check(CLI::ExistingDirectory);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
+  std::vector<bool> trivial = {true, false};
+  if (trivial_only) trivial = {true};
+  if (real_only) trivial = {false};
+  const std::vector<int> sizes =
+      streams > 0 ? std::vector<int>{streams} : std::vector<int>{1000, 10000};
   for (const bool counting : trivial) {
     options.trivial_frontend = counting;
     std::printf(
@@ -323,29 +375,27 @@ int main(int argc, char** argv) {
         options.chunks > 0 ? options.chunks
         : counting         ? 16
                            : 4);
-    for (const int streams : sizes) {
+    for (const int n : sizes) {
       const int runs = repeat > 0 ? repeat : counting ? 3 : 1;
       double best = INFINITY;
-      for (int r = 0; r < runs; ++r) best = std::min(best, Overhead(streams, options));
+      for (int r = 0; r < runs; ++r) best = std::min(best, Overhead(n, options));
       if (runs > 1) {
-        std::printf("%8d streams  scheduler min of %d runs %6.3f us  (per stream per tick)\n",
-                    streams, runs, best);
+        std::printf("%8d streams  scheduler min of %d runs %6.3f us  (per stream per tick)\n", n,
+                    runs, best);
       }
     }
   }
 
-  const int threads =
-      argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
   if (overhead_only) return 0;
-  const std::string model_dir = EnsureBenchModel();
+  if (model_dir.empty()) model_dir = EnsureBenchModel();
   if (model_dir.empty()) {
     std::printf(
         "== real-time streams: skipped (no model: /usr/bin/python3 with torch is needed)\n");
     return 0;
   }
-  std::printf(
-      "== real-time streams, 12 x 256 x 2048, V = 5002, 640 ms chunks, beam 10, %d threads\n",
-      threads);
+  const std::string banner = RealTimeBanner(model_dir, threads);
+  if (banner.empty()) return 1;
+  std::printf("%s\n", banner.c_str());
   int best = 0;
   for (int n : {1, 2, 4, 6, 8, 12, 16, 24, 32}) {
     if (!RealTime(model_dir, n, 8.0, threads)) break;

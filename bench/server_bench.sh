@@ -8,7 +8,33 @@
 # written on demand), OASR_BENCH_SECONDS (per level, default 10),
 # OASR_BENCH_LEVELS (default "1 2 4 8 16 32 64 128 192 256"), OASR_BENCH_TARGET_MS
 # (default 300), OASR_BENCH_THREADS (encoder threads, default 1).
+# Flags: --model-dir DIR (as OASR_BENCH_MODEL), --help.
 set -euo pipefail
+
+usage() {
+  cat <<USAGE
+oasr-bench-server: how many concurrent real-time streams a local oasr-server
+holds with p95 chunk latency under the target, at rising concurrency.
+
+Usage: oasr-bench-server [--model-dir DIR] [--help]
+  --model-dir DIR  model to serve (default: OASR_BENCH_MODEL, else the bundled
+                   models/*/ with a config.json, else the reference's random
+                   small model, written on demand)
+  --help           this text
+Environment: OASR_BENCH_SECONDS (per level, default 10), OASR_BENCH_LEVELS
+(default "1 2 4 8 16 32 64 128 192 256"), OASR_BENCH_TARGET_MS (default 300),
+OASR_BENCH_THREADS (encoder threads, default 1).
+USAGE
+}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --model-dir) [ $# -ge 2 ] || { echo "--model-dir needs a directory" >&2; exit 2; }
+                 OASR_BENCH_MODEL=$2; shift 2 ;;
+    --model-dir=*) OASR_BENCH_MODEL=${1#--model-dir=}; shift ;;
+    *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
 
 SERVER=@OASR_BENCH_SERVER_BINARY@
 CLIENT=@OASR_BENCH_CLIENT_BINARY@

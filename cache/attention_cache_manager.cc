@@ -50,8 +50,7 @@ AttentionCacheManager::AttentionCacheManager(BlockPool* pool, int pad_lanes,
       pool_(pool),
       pad_lanes_(pad_lanes),
       mirror_(std::move(mirror)),
-      slots_(config_.max_batch_size),
-      bindings_("AttentionCacheManager", config_.max_batch_size, pad_lanes) {
+      slots_(config_.max_batch_size) {
   plan_slots_.resize(mirror_->cohort_capacity());
   plan_new_blocks_.resize(mirror_->cohort_capacity());
   plan_block_ids_.resize(std::max<int64_t>(mirror_->cohort_capacity(),
@@ -68,10 +67,30 @@ AttentionCacheManager::AttentionCacheManager(BlockPool* pool, int pad_lanes,
   }
 }
 
-absl::Status AttentionCacheManager::AllocateStream(int64_t stream_id, int slot,
-                                                   GpuStream gpu_stream) {
-  OASR_RETURN_IF_ERROR(bindings_.CheckBind(stream_id, slot));
+absl::Status AttentionCacheManager::CheckRange(int slot) const {
+  if (slot >= 0 && slot < config_.max_batch_size) return absl::OkStatus();
+  const bool pad_lane =
+      slot >= config_.max_batch_size && slot < config_.max_batch_size + pad_lanes_;
+  return absl::InvalidArgumentError(
+      absl::StrCat("AttentionCacheManager: slot ", slot,
+                   pad_lane ? " is a padding lane, never bound to a stream" : " is out of range",
+                   " (stream slots are [0, ", config_.max_batch_size, "))"));
+}
+
+absl::Status AttentionCacheManager::CheckBound(int slot) const {
+  OASR_RETURN_IF_ERROR(CheckRange(slot));
+  if (slots_[slot].bound) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("AttentionCacheManager: slot ", slot, " holds no stream"));
+}
+
+absl::Status AttentionCacheManager::AllocateSlot(int slot, GpuStream gpu_stream) {
+  OASR_RETURN_IF_ERROR(CheckRange(slot));
   SlotState& state = slots_[slot];
+  if (state.bound) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("AttentionCacheManager: slot ", slot, " already holds a stream"));
+  }
   int32_t* row = mirror_->MutableRow(slot);
   int64_t frames = 0;
   int32_t num_blocks = 0;
@@ -91,14 +110,14 @@ absl::Status AttentionCacheManager::AllocateStream(int64_t stream_id, int slot,
     }
     frames = config_.retained_frames();
   }
-  state = SlotState{stream_id, num_blocks, frames, false};
+  state = SlotState{true, false, num_blocks, frames};
   mirror_->SetSeqlen(slot, static_cast<int32_t>(frames));
-  bindings_.Bind(stream_id, slot);
+  ++num_bound_;
   return absl::OkStatus();
 }
 
-absl::Status AttentionCacheManager::FreeStream(int64_t stream_id) {
-  OASR_ASSIGN_OR_RETURN(const int slot, bindings_.Unbind(stream_id));
+absl::Status AttentionCacheManager::FreeSlot(int slot) {
+  OASR_RETURN_IF_ERROR(CheckBound(slot));
   SlotState& state = slots_[slot];
   int32_t* row = mirror_->MutableRow(slot);
   const absl::Status freed = pool_->Free(std::span<const int32_t>(row, state.num_blocks));
@@ -107,6 +126,7 @@ absl::Status AttentionCacheManager::FreeStream(int64_t stream_id) {
   std::fill(row, row + state.num_blocks, 0);
   mirror_->SetSeqlen(slot, 0);
   state = SlotState{};
+  --num_bound_;
   for (int i = 0; i < mirror_->cohort_size(); ++i) {
     if (mirror_->CohortSlot(i) == slot) {
       mirror_->ClearCohort();
@@ -125,8 +145,8 @@ absl::Status AttentionCacheManager::CheckCapacity(int slot, int64_t new_blocks) 
   const SlotState& s = slots_[slot];
   if (s.num_blocks + new_blocks <= config_.blocks_per_stream()) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "AttentionCacheManager: stream ", s.stream_id, " is at capacity: ", s.frames, " frames in ",
-      s.num_blocks, " blocks, blocks_per_stream ", config_.blocks_per_stream(),
+      "AttentionCacheManager: the stream in slot ", slot, " is at capacity: ", s.frames,
+      " frames in ", s.num_blocks, " blocks, blocks_per_stream ", config_.blocks_per_stream(),
       " (max_stream_frames ", config_.max_stream_frames(), ")"));
 }
 
@@ -136,28 +156,30 @@ void AttentionCacheManager::AppendBlock(int slot, int32_t block) {
   mirror_->MutableRow(slot)[s.num_blocks++] = block;
 }
 
-absl::Status AttentionCacheManager::PrepareChunk(int64_t stream_id) {
-  return PrepareChunksBatched(std::span<const int64_t>(&stream_id, 1));
+absl::Status AttentionCacheManager::PrepareChunk(int slot) {
+  const int32_t one = slot;
+  return PrepareChunksBatched(std::span<const int32_t>(&one, 1));
 }
 
-absl::Status AttentionCacheManager::PrepareChunksBatched(std::span<const int64_t> stream_ids) {
-  const int n = static_cast<int>(stream_ids.size());
+absl::Status AttentionCacheManager::PrepareChunksBatched(std::span<const int32_t> slots) {
+  const int n = static_cast<int>(slots.size());
   if (n > mirror_->cohort_capacity()) {
     return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager: a cohort of ", n,
                                                    " streams exceeds the cohort capacity ",
                                                    mirror_->cohort_capacity()));
   }
-  // Plan: resolve every stream and its new blocks before touching anything.
+  // Plan: check every slot and its new blocks before touching anything.
   if (++epoch_ == 0) {
     std::fill(seen_epoch_.begin(), seen_epoch_.end(), 0);
     epoch_ = 1;
   }
   int64_t total = 0;
   for (int i = 0; i < n; ++i) {
-    OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_ids[i]));
+    const int slot = slots[i];
+    OASR_RETURN_IF_ERROR(CheckBound(slot));
     if (seen_epoch_[slot] == epoch_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "AttentionCacheManager: stream ", stream_ids[i], " appears twice in one cohort"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("AttentionCacheManager: slot ", slot, " appears twice in one cohort"));
     }
     seen_epoch_[slot] = epoch_;
     const int64_t blocks = NewBlocksFor(slot, config_.chunk_size);
@@ -213,28 +235,28 @@ void AttentionCacheManager::Advance(int slot, int64_t frames) {
   mirror_->SetSeqlen(slot, static_cast<int32_t>(s.frames));
 }
 
-absl::Status AttentionCacheManager::CommitChunkPaged(int64_t stream_id, int64_t chunk_frames) {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+absl::Status AttentionCacheManager::CommitChunkPaged(int slot, int64_t chunk_frames) {
+  OASR_RETURN_IF_ERROR(CheckBound(slot));
   if (chunk_frames < 0 || chunk_frames > config_.chunk_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AttentionCacheManager::CommitChunkPaged: ", chunk_frames, " frames for stream ", stream_id,
-        " outside [0, chunk_size ", config_.chunk_size, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AttentionCacheManager::CommitChunkPaged: ", chunk_frames, " frames for slot ",
+                     slot, " outside [0, chunk_size ", config_.chunk_size, "]"));
   }
   const SlotState& s = slots_[slot];
   const int64_t room = int64_t{s.num_blocks} * config_.block_size_frames - s.frames;
   if (chunk_frames > room) {
     return absl::FailedPreconditionError(
-        absl::StrCat("AttentionCacheManager::CommitChunkPaged: stream ", stream_id, " commits ",
+        absl::StrCat("AttentionCacheManager::CommitChunkPaged: slot ", slot, " commits ",
                      chunk_frames, " frames but has room for ", room, "; call PrepareChunk first"));
   }
   Advance(slot, chunk_frames);
   return absl::OkStatus();
 }
 
-absl::StatusOr<PagedStateViews> AttentionCacheManager::GetPagedStateViews(int64_t stream_id) const {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+absl::StatusOr<PagedStateViews> AttentionCacheManager::GetPagedStateViews(int slot) const {
+  OASR_RETURN_IF_ERROR(CheckBound(slot));
   if (!slots_[slot].prepared) {
-    return absl::FailedPreconditionError(absl::StrCat("AttentionCacheManager: stream ", stream_id,
+    return absl::FailedPreconditionError(absl::StrCat("AttentionCacheManager: slot ", slot,
                                                       " has no paged state before PrepareChunk"));
   }
   return PagedStateViews{mirror_->block_table().Slice(slot, 1),
@@ -252,108 +274,24 @@ PagedKvCacheView AttentionCacheManager::GetPagedKvCache(int layer) const {
                           mirror_->width()};
 }
 
-void AttentionCacheManager::CopyDense(int slot, int64_t pos, int64_t frames, void* dense,
-                                      bool to_pool, GpuStream gpu_stream) const {
-  const size_t esz = DTypeSize(config_.dtype);
-  const int64_t L = config_.num_layers, H = config_.n_kv_head, D = config_.head_dim;
-  const int64_t B = config_.block_size_frames, NB = pool_->num_physical_blocks();
-  const size_t pool_pitch = static_cast<size_t>(H * D) * esz;
-  const size_t dense_pitch = static_cast<size_t>(2 * D) * esz;
-  const size_t width = static_cast<size_t>(D) * esz;
-  const int32_t* row = mirror_->Row(slot);
-  for (int64_t p = pos; p < pos + frames;) {
-    const int64_t r = p % B;
-    const int64_t len = std::min(B - r, pos + frames - p);
-    const int64_t block = row[p / B];
-    const int64_t f0 = p - pos;
-    for (int kv = 0; kv < 2; ++kv) {
-      char* pool_base =
-          static_cast<char*>(kv == 0 ? pool_->k_pool().data() : pool_->v_pool().data());
-      for (int64_t l = 0; l < L; ++l) {
-        for (int64_t h = 0; h < H; ++h) {
-          char* pool_ptr = pool_base + (((l * NB + block) * B + r) * H * D + h * D) * esz;
-          char* dense_ptr =
-              static_cast<char*>(dense) + (((l * H + h) * frames + f0) * 2 * D + kv * D) * esz;
-          if (to_pool) {
-            CopyRows(pool_ptr, pool_pitch, dense_ptr, dense_pitch, width, len, config_.device,
-                     gpu_stream);
-          } else {
-            CopyRows(dense_ptr, dense_pitch, pool_ptr, pool_pitch, width, len, config_.device,
-                     gpu_stream);
-          }
-        }
-      }
-    }
-    p += len;
-  }
-}
-
-absl::Status AttentionCacheManager::Commit(int64_t stream_id, const TensorView& kv_chunk,
-                                           GpuStream gpu_stream) {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
-  const int64_t frames = kv_chunk.rank() == 4 ? kv_chunk.dim(2) : -1;
-  const Shape expected{config_.num_layers, config_.n_kv_head, frames, config_.kv_last_dim()};
-  if (kv_chunk.rank() != 4 || !(kv_chunk.shape() == expected) || frames < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("AttentionCacheManager::Commit: kv_chunk shape ",
-                                                   kv_chunk.shape().ToString(), ", expected [",
-                                                   config_.num_layers, ", ", config_.n_kv_head,
-                                                   ", frames >= 1, ", config_.kv_last_dim(), "]"));
-  }
-  if (frames > config_.block_size_frames) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AttentionCacheManager::Commit: a dense chunk of ", frames,
-        " frames is wider than a block (block_size_frames ", config_.block_size_frames, ")"));
-  }
-  if (kv_chunk.dtype() != config_.dtype || !(kv_chunk.device() == config_.device)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AttentionCacheManager::Commit: kv_chunk is ", DTypeName(kv_chunk.dtype()),
-                     " on ", kv_chunk.device().ToString(), ", expected ", DTypeName(config_.dtype),
-                     " on ", config_.device.ToString()));
-  }
-  const int64_t blocks = NewBlocksFor(slot, frames);
-  OASR_RETURN_IF_ERROR(CheckCapacity(slot, blocks));
-  OASR_RETURN_IF_ERROR(pool_->Allocate(std::span<int32_t>(plan_block_ids_.data(), blocks)));
-  for (int64_t b = 0; b < blocks; ++b) AppendBlock(slot, plan_block_ids_[b]);
-  CopyDense(slot, slots_[slot].frames, frames, kv_chunk.data(), /*to_pool=*/true, gpu_stream);
-  Advance(slot, frames);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Tensor> AttentionCacheManager::GetStackedCache(int64_t stream_id,
-                                                              GpuStream gpu_stream) const {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
-  const int64_t frames = slots_[slot].frames;
-  OASR_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({config_.num_layers, config_.n_kv_head, frames,
-                                                   config_.kv_last_dim()},
-                                                  config_.dtype, config_.device));
-  CopyDense(slot, 0, frames, out.data(), /*to_pool=*/false, gpu_stream);
-  return out;
-}
-
-absl::StatusOr<bool> AttentionCacheManager::AtCapacity(int64_t stream_id) const {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+absl::StatusOr<bool> AttentionCacheManager::AtCapacity(int slot) const {
+  OASR_RETURN_IF_ERROR(CheckBound(slot));
   return slots_[slot].num_blocks + NewBlocksFor(slot, config_.chunk_size) >
          config_.blocks_per_stream();
 }
 
-absl::StatusOr<int64_t> AttentionCacheManager::CachedFrames(
-    std::span<const int64_t> stream_ids) const {
+absl::StatusOr<int64_t> AttentionCacheManager::CachedFrames(std::span<const int32_t> slots) const {
   int64_t frames = 0;
-  for (const int64_t id : stream_ids) {
-    OASR_ASSIGN_OR_RETURN(const int slot, Find(id));
+  for (const int32_t slot : slots) {
+    OASR_RETURN_IF_ERROR(CheckBound(slot));
     frames = std::max(frames, slots_[slot].frames);
   }
   return frames;
 }
 
-absl::StatusOr<std::span<const int32_t>> AttentionCacheManager::LogicalBlocks(
-    int64_t stream_id) const {
-  OASR_ASSIGN_OR_RETURN(const int slot, Find(stream_id));
+absl::StatusOr<std::span<const int32_t>> AttentionCacheManager::LogicalBlocks(int slot) const {
+  OASR_RETURN_IF_ERROR(CheckBound(slot));
   return std::span<const int32_t>(mirror_->Row(slot), slots_[slot].num_blocks);
-}
-
-absl::StatusOr<int> AttentionCacheManager::SlotOf(int64_t stream_id) const {
-  return Find(stream_id);
 }
 
 }  // namespace oasr::cache

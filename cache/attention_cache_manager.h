@@ -1,7 +1,7 @@
 // AttentionCacheManager: per-stream paged K/V bookkeeping on top of the shared
 // BlockPool -- the logical block list (the stream's block-table row), the
 // cache length, eviction, and the device mirror of both that attention
-// kernels read. Dense (WeNet forward_chunk) and paged modes share one state.
+// kernels read. Streams are addressed by their slot alone.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,6 @@
 #include "cache/block_pool.h"
 #include "cache/block_table_mirror.h"
 #include "cache/cache_config.h"
-#include "cache/stream_bindings.h"
 #include "common/gpu_stream.h"
 #include "common/tensor.h"
 
@@ -52,15 +51,25 @@ struct PagedKvCacheView {
 // retained_frames -- so a stream always keeps at least the most recent
 // retained_frames frames (and fewer than retained_frames + B).
 //
-// Streams are keyed by id and bound to a slot (from StreamSlotPool) that
-// names their block-table row. `pad_lanes` extra rows past max_batch_size
-// point only at the pool's scratch block, at the cache length every stream
-// starts with, for padding a cohort to a fixed width.
+// A stream is addressed by its slot (from StreamSlotPool), which names its
+// block-table row: the manager keeps no stream ids, so the one binding of a
+// stream to its slot is its owner's (cache::StreamContext, the engine's
+// stream). A slot is allocated (bound) from AllocateSlot to FreeSlot; every
+// other per-stream call takes a bound slot. `pad_lanes` extra rows past
+// max_batch_size point only at the pool's scratch block, at the cache length
+// every stream starts with, for padding a cohort to a fixed width; they are
+// never bound.
 //
-// The steady-state loop (PrepareChunksBatched, PadCohort, UpdateDeviceMirror,
-// the views and queries, CommitChunkPaged) never allocates on the heap and
-// touches the device only through the mirror's one staged copy; admission
-// and the dense path's GetStackedCache may allocate.
+// Slot errors, everywhere: INVALID_ARGUMENT for a slot outside
+// [0, max_batch_size) (a padding lane named as such); NOT_FOUND for a slot
+// that holds no stream.
+//
+// Nothing here allocates on the heap after Create (the plan buffers are
+// sized then), and the steady-state loop (PrepareChunksBatched, PadCohort,
+// UpdateDeviceMirror, the views and queries, CommitChunkPaged) touches the
+// device only through the mirror's one staged copy. The dense WeNet layout
+// (forward_chunk's att_cache) is a test oracle's business
+// (tests/cache/dense_kv_oracle.h), not this class's.
 //
 // Thread-safety: none; the engine's scheduler thread only (the pool it draws
 // from is thread-safe). The pool must outlive the manager.
@@ -71,32 +80,28 @@ class AttentionCacheManager {
   static absl::StatusOr<std::unique_ptr<AttentionCacheManager>> Create(BlockPool* pool,
                                                                        int pad_lanes = 0);
 
-  // Starts tracking `stream_id` in block-table row `slot`. With
-  // prefill_kv_window the stream receives max_logical_blocks zeroed blocks and
-  // a cache length of retained_frames at once (the zeroing is enqueued on
-  // `gpu_stream`; ignored on the CPU). ALREADY_EXISTS for a live id;
-  // INVALID_ARGUMENT for a slot outside [0, max_batch_size) (a padding lane
-  // included); FAILED_PRECONDITION when the slot holds another stream;
-  // RESOURCE_EXHAUSTED when the prefill blocks cannot be had. On error nothing
-  // changes. May allocate (the id map) -- admission, not the step.
-  absl::Status AllocateStream(int64_t stream_id, int slot, GpuStream gpu_stream);
+  // Starts a stream in block-table row `slot`. With prefill_kv_window the
+  // stream receives max_logical_blocks zeroed blocks and a cache length of
+  // retained_frames at once (the zeroing is enqueued on `gpu_stream`; ignored
+  // on the CPU). ALREADY_EXISTS when the slot holds a stream; INVALID_ARGUMENT
+  // for a slot out of range (a padding lane included); RESOURCE_EXHAUSTED
+  // when the prefill blocks cannot be had. On error nothing changes.
+  absl::Status AllocateSlot(int slot, GpuStream gpu_stream);
 
-  // Returns the stream's blocks to the pool and clears its row. NOT_FOUND for
-  // an unknown or freed id. Clears the cohort when the stream is in it.
-  absl::Status FreeStream(int64_t stream_id);
+  // Returns the slot's blocks to the pool and clears its row. Clears the
+  // cohort when the slot is in it. Slot errors as above.
+  absl::Status FreeSlot(int slot);
 
-  // --- Paged mode ---------------------------------------------------------
-  // Reserves room for the stream's next chunk (chunk_size frames) and makes
-  // the cohort [its slot]. NOT_FOUND for an unknown id; RESOURCE_EXHAUSTED
-  // when the stream is at capacity (see AtCapacity) or the pool is exhausted;
-  // nothing changes on error.
-  absl::Status PrepareChunk(int64_t stream_id);
+  // Reserves room for the slot's next chunk (chunk_size frames) and makes
+  // the cohort [slot]. RESOURCE_EXHAUSTED when the stream is at capacity (see
+  // AtCapacity) or the pool is exhausted; nothing changes on error.
+  absl::Status PrepareChunk(int slot);
 
   // PrepareChunk for a cohort with one pool call for all its new blocks; the
-  // cohort becomes the streams' slots in this order. All-or-nothing:
-  // NOT_FOUND for an unknown id, INVALID_ARGUMENT for a repeated id or more
-  // ids than the cohort capacity, RESOURCE_EXHAUSTED as PrepareChunk.
-  absl::Status PrepareChunksBatched(std::span<const int64_t> stream_ids);
+  // cohort becomes `slots` in this order. All-or-nothing: slot errors as
+  // above, INVALID_ARGUMENT for a repeated slot or more slots than the
+  // cohort capacity, RESOURCE_EXHAUSTED as PrepareChunk.
+  absl::Status PrepareChunksBatched(std::span<const int32_t> slots);
 
   // Pads the cohort up to `width` rows with the first padding lane, whose
   // K/V writes land in the scratch block. FAILED_PRECONDITION without a
@@ -104,11 +109,11 @@ class AttentionCacheManager {
   // above its capacity.
   absl::Status PadCohort(int width);
 
-  // Records that the model wrote `chunk_frames` new frames at the stream's
+  // Records that the model wrote `chunk_frames` new frames at the slot's
   // cache length, then evicts (see the class comment). INVALID_ARGUMENT for
   // chunk_frames outside [0, chunk_size]; FAILED_PRECONDITION when the frames
-  // exceed the reserved room (no Prepare); NOT_FOUND for an unknown id.
-  absl::Status CommitChunkPaged(int64_t stream_id, int64_t chunk_frames);
+  // exceed the reserved room (no Prepare).
+  absl::Status CommitChunkPaged(int slot, int64_t chunk_frames);
 
   // Copies what changed in the block tables, cache lengths and cohort since
   // the last call to the device, in one asynchronous copy on `gpu_stream`
@@ -116,46 +121,35 @@ class AttentionCacheManager {
   // Prepare calls and before launching kernels that read the views.
   void UpdateDeviceMirror(GpuStream gpu_stream) { mirror_->Sync(gpu_stream); }
 
-  // The stream's block-table row and cache length in the device mirror.
-  // NOT_FOUND for an unknown id; FAILED_PRECONDITION before its first Prepare.
-  absl::StatusOr<PagedStateViews> GetPagedStateViews(int64_t stream_id) const;
+  // The slot's block-table row and cache length in the device mirror.
+  // FAILED_PRECONDITION before its first Prepare.
+  absl::StatusOr<PagedStateViews> GetPagedStateViews(int slot) const;
 
   // The paged cache of `layer` for the current cohort (0 <= layer < num_layers).
   PagedKvCacheView GetPagedKvCache(int layer) const;
 
-  // --- Dense mode (WeNet forward_chunk) -------------------------------------
-  // Appends a chunk's packed K|V, `kv_chunk` (num_layers, n_kv_head, frames,
-  // 2 * head_dim) in the config's dtype on its device, splitting it into the
-  // pool's K and V blocks (copies enqueued on `gpu_stream`), then evicts.
-  // INVALID_ARGUMENT naming expected and actual shapes on a mismatch, or when
-  // frames exceeds block_size_frames (dense mode writes one block per chunk);
-  // RESOURCE_EXHAUSTED at capacity; NOT_FOUND for an unknown id.
-  absl::Status Commit(int64_t stream_id, const TensorView& kv_chunk, GpuStream gpu_stream);
-
-  // The stream's history gathered into a new tensor (num_layers, n_kv_head,
-  // cached_frames, 2 * head_dim), K then V on the last axis, on the config's
-  // device (copies enqueued on `gpu_stream`). Allocates: the legacy path.
-  // NOT_FOUND for an unknown id.
-  absl::StatusOr<Tensor> GetStackedCache(int64_t stream_id, GpuStream gpu_stream) const;
-
   // --- Queries --------------------------------------------------------------
-  // Whether the stream's next full chunk would need more than
+  // Whether the slot's next full chunk would need more than
   // blocks_per_stream blocks; the engine finishes such a stream
   // (finish_reason "length") instead of dispatching the chunk. Never true
-  // with eviction on. NOT_FOUND for an unknown id.
-  absl::StatusOr<bool> AtCapacity(int64_t stream_id) const;
+  // with eviction on.
+  absl::StatusOr<bool> AtCapacity(int slot) const;
 
-  // The largest cache length among `stream_ids`: the history (cache_t1) a
-  // batched forward over them attends to. NOT_FOUND for an unknown id.
-  absl::StatusOr<int64_t> CachedFrames(std::span<const int64_t> stream_ids) const;
+  // The largest cache length among `slots`: the history (cache_t1) a
+  // batched forward over them attends to.
+  absl::StatusOr<int64_t> CachedFrames(std::span<const int32_t> slots) const;
 
-  // The stream's physical blocks in logical order (a view of its host row,
-  // valid until the stream's next Prepare/Commit/Free). NOT_FOUND when unknown.
-  absl::StatusOr<std::span<const int32_t>> LogicalBlocks(int64_t stream_id) const;
-  // The stream's slot. NOT_FOUND when unknown.
-  absl::StatusOr<int> SlotOf(int64_t stream_id) const;
+  // The slot's physical blocks in logical order (a view of its host row,
+  // valid until the slot's next Prepare/Commit/Free).
+  absl::StatusOr<std::span<const int32_t>> LogicalBlocks(int slot) const;
 
-  int num_streams() const { return bindings_.size(); }
+  // Whether `slot` holds a stream (false for any slot out of range).
+  bool IsBound(int slot) const {
+    return slot >= 0 && slot < config_.max_batch_size && slots_[slot].bound;
+  }
+
+  // Slots holding a stream.
+  int num_streams() const { return num_bound_; }
   int pad_lanes() const { return pad_lanes_; }
   // The row of padding lane `i`: max_batch_size + i.
   int pad_lane_slot(int i = 0) const { return config_.max_batch_size + i; }
@@ -165,31 +159,30 @@ class AttentionCacheManager {
 
  private:
   struct SlotState {
-    int64_t stream_id = -1;  // -1: unbound.
+    bool bound = false;
+    bool prepared = false;
     int32_t num_blocks = 0;  // Entries of the row in use.
     int64_t frames = 0;      // Committed frames retained; the cache length.
-    bool prepared = false;
   };
 
   AttentionCacheManager(BlockPool* pool, int pad_lanes, std::unique_ptr<BlockTableMirror> mirror);
-  absl::StatusOr<int> Find(int64_t stream_id) const { return bindings_.Find(stream_id); }
+  // OK for a bound slot; the slot errors of the class comment otherwise.
+  absl::Status CheckBound(int slot) const;
+  // INVALID_ARGUMENT for a slot outside the stream slots.
+  absl::Status CheckRange(int slot) const;
   // Blocks the slot needs to hold `frames` more frames than it has.
   int64_t NewBlocksFor(int slot, int64_t frames) const;
   absl::Status CheckCapacity(int slot, int64_t new_blocks) const;
   void AppendBlock(int slot, int32_t block);
   // Advances the cache length by `frames` and evicts.
   void Advance(int slot, int64_t frames);
-  // Copies `frames` frames between positions [pos, pos + frames) of the slot's
-  // pool blocks and a dense (L, H, frames, 2D) tensor, either way.
-  void CopyDense(int slot, int64_t pos, int64_t frames, void* dense, bool to_pool,
-                 GpuStream gpu_stream) const;
 
   const CacheConfig config_;
   BlockPool* const pool_;
   const int pad_lanes_;
   std::unique_ptr<BlockTableMirror> mirror_;
   std::vector<SlotState> slots_;  // max_batch_size entries.
-  StreamBindings bindings_;
+  int num_bound_ = 0;
   // Preallocated plan buffers for PrepareChunksBatched.
   std::vector<int32_t> plan_slots_;
   std::vector<int32_t> plan_new_blocks_;

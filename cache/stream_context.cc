@@ -1,6 +1,7 @@
 #include "cache/stream_context.h"
 
 #include <span>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,25 +20,14 @@ absl::StatusOr<StreamContext> StreamContext::Allocate(int64_t stream_id,
   }
   OASR_ASSIGN_OR_RETURN(const int slot, managers.slots->Acquire());
   // Each step that succeeded is undone, in reverse, if a later one fails.
-  int done = 0;
-  absl::Status status = managers.attention->AllocateStream(stream_id, slot, gpu_stream);
-  if (status.ok()) {
-    ++done;
-    if (managers.cnn != nullptr) status = managers.cnn->AllocateStream(stream_id, slot, gpu_stream);
-  }
-  if (status.ok()) {
-    ++done;
-    if (managers.states != nullptr) status = managers.states->ZeroSlot(slot, gpu_stream);
-  }
-  if (status.ok()) {
-    ++done;
-    if (managers.ctc != nullptr) status = managers.ctc->AllocateStream(stream_id);
+  absl::Status status = managers.attention->AllocateSlot(slot, gpu_stream);
+  if (status.ok() && managers.states != nullptr) {
+    status = managers.states->ZeroSlot(slot, gpu_stream);
+    if (!status.ok()) OASR_CHECK(managers.attention->FreeSlot(slot).ok());
   }
   if (status.ok()) return StreamContext(stream_id, slot, managers, gpu_stream);
-  if (done >= 2 && managers.cnn != nullptr) OASR_CHECK(managers.cnn->FreeStream(stream_id).ok());
-  if (done >= 1) OASR_CHECK(managers.attention->FreeStream(stream_id).ok());
   OASR_CHECK(managers.slots->Release(slot).ok());
-  return status;
+  return absl::Status(status.code(), absl::StrCat("stream ", stream_id, ": ", status.message()));
 }
 
 StreamContext::StreamContext(StreamContext&& other) noexcept
@@ -76,17 +66,17 @@ absl::Status StreamContext::CheckLive() const {
 
 absl::Status StreamContext::PrepareChunk() {
   OASR_RETURN_IF_ERROR(CheckLive());
-  return managers_.attention->PrepareChunk(stream_id_);
+  return managers_.attention->PrepareChunk(slot_);
 }
 
 absl::StatusOr<bool> StreamContext::AtCapacity() const {
   OASR_RETURN_IF_ERROR(CheckLive());
-  return managers_.attention->AtCapacity(stream_id_);
+  return managers_.attention->AtCapacity(slot_);
 }
 
 absl::StatusOr<PagedStateViews> StreamContext::GetPagedStateViews() const {
   OASR_RETURN_IF_ERROR(CheckLive());
-  return managers_.attention->GetPagedStateViews(stream_id_);
+  return managers_.attention->GetPagedStateViews(slot_);
 }
 
 PagedKvCacheView StreamContext::GetAttCaches(int layer) const {
@@ -95,72 +85,21 @@ PagedKvCacheView StreamContext::GetAttCaches(int layer) const {
 
 absl::StatusOr<int64_t> StreamContext::CachedFrames() const {
   OASR_RETURN_IF_ERROR(CheckLive());
-  return managers_.attention->CachedFrames(std::span<const int64_t>(&stream_id_, 1));
+  const int32_t slot = slot_;
+  return managers_.attention->CachedFrames(std::span<const int32_t>(&slot, 1));
 }
 
-absl::Status StreamContext::GetCnnCache(const TensorView& out) const {
+absl::Status StreamContext::CommitChunkPaged(int64_t chunk_frames) {
   OASR_RETURN_IF_ERROR(CheckLive());
-  if (managers_.cnn == nullptr) {
-    return absl::FailedPreconditionError("StreamContext: no CnnCacheManager");
-  }
-  return managers_.cnn->GetCache(stream_id_, out, gpu_stream_);
-}
-
-absl::Status StreamContext::CheckCnn(const TensorView& new_cnn) const {
-  if (new_cnn.empty()) return absl::OkStatus();
-  if (managers_.cnn == nullptr) {
-    return absl::FailedPreconditionError(
-        "StreamContext: a conv cache update without a CnnCacheManager");
-  }
-  const CacheConfig& config = managers_.attention->config();
-  const Shape expected = managers_.cnn->CohortShape(1);
-  if (!(new_cnn.shape() == expected) || new_cnn.dtype() != config.dtype ||
-      !(new_cnn.device() == config.device)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "StreamContext: new conv cache ", DTypeName(new_cnn.dtype()), new_cnn.shape().ToString(),
-        " on ", new_cnn.device().ToString(), ", expected ", DTypeName(config.dtype),
-        expected.ToString(), " on ", config.device.ToString()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status StreamContext::CommitChunkPaged(int64_t chunk_frames, const TensorView& new_cnn) {
-  OASR_RETURN_IF_ERROR(CheckLive());
-  OASR_RETURN_IF_ERROR(CheckCnn(new_cnn));
-  OASR_RETURN_IF_ERROR(managers_.attention->CommitChunkPaged(stream_id_, chunk_frames));
-  if (new_cnn.empty()) return absl::OkStatus();
-  return managers_.cnn->Update(stream_id_, new_cnn, gpu_stream_);
-}
-
-absl::Status StreamContext::CommitChunk(const TensorView& kv_chunk, const TensorView& new_cnn) {
-  OASR_RETURN_IF_ERROR(CheckLive());
-  OASR_RETURN_IF_ERROR(CheckCnn(new_cnn));
-  OASR_RETURN_IF_ERROR(managers_.attention->Commit(stream_id_, kv_chunk, gpu_stream_));
-  if (new_cnn.empty()) return absl::OkStatus();
-  return managers_.cnn->Update(stream_id_, new_cnn, gpu_stream_);
-}
-
-absl::StatusOr<Tensor> StreamContext::GetAttCache() const {
-  OASR_RETURN_IF_ERROR(CheckLive());
-  return managers_.attention->GetStackedCache(stream_id_, gpu_stream_);
-}
-
-absl::StatusOr<StreamHandle> StreamContext::GetDecoder() const {
-  OASR_RETURN_IF_ERROR(CheckLive());
-  if (managers_.ctc == nullptr) {
-    return absl::FailedPreconditionError("StreamContext: no CtcStateCacheManager");
-  }
-  return managers_.ctc->GetDecoder(stream_id_);
+  return managers_.attention->CommitChunkPaged(slot_, chunk_frames);
 }
 
 absl::Status StreamContext::Free() {
   OASR_RETURN_IF_ERROR(CheckLive());
   live_ = false;
-  // Every release is attempted; the first error (a broken pairing of
+  // Both releases are attempted; the first error (a broken pairing of
   // managers by the caller) is reported.
-  absl::Status status = managers_.attention->FreeStream(stream_id_);
-  if (managers_.cnn != nullptr) status.Update(managers_.cnn->FreeStream(stream_id_));
-  if (managers_.ctc != nullptr) status.Update(managers_.ctc->FreeStream(stream_id_));
+  absl::Status status = managers_.attention->FreeSlot(slot_);
   status.Update(managers_.slots->Release(slot_));
   return status;
 }

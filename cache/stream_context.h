@@ -1,6 +1,7 @@
-// StreamContext: the per-request facade over the cache managers, so the
-// engine's hot loop reads as allocate / prepare / views / commit / decode /
-// free instead of juggling a stream id across four managers.
+// StreamContext: one stream's claim on the cache layer -- its slot, the
+// attention rows and blocks of that slot, and its declared states -- so the
+// engine's hot loop reads as allocate / prepare / views / commit / free, and
+// the stream's id is bound to its slot in exactly one place.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +9,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/attention_cache_manager.h"
-#include "cache/cnn_cache_manager.h"
-#include "cache/ctc_state_cache_manager.h"
 #include "cache/slot_state_cache.h"
 #include "cache/stream_slot_pool.h"
 #include "common/gpu_stream.h"
@@ -21,24 +20,28 @@ namespace oasr::cache {
 struct CacheManagers {
   StreamSlotPool* slots = nullptr;             // Required.
   AttentionCacheManager* attention = nullptr;  // Required.
-  CnnCacheManager* cnn = nullptr;              // Optional: the conv left context.
-  SlotStateCache* states = nullptr;            // Optional: further declared states.
-  CtcStateCacheManager* ctc = nullptr;         // Optional: the CTC decoder state.
+  // Optional: the slot-addressed states (a model's declared states, the conv
+  // context among them), zeroed for every new stream.
+  SlotStateCache* states = nullptr;
 };
 
-// Owns one stream's claim on every manager: a slot, its attention rows and
-// blocks, its conv context and declared states (zeroed), and a decoder state.
-// Free (or destruction) gives all of them back exactly once. Move-only.
+// Owns one stream's slot and what is addressed by it: the slot from the slot
+// pool, its attention rows and blocks, and its declared states (zeroed).
+// The context is the stream's only id-to-slot binding: the managers are
+// addressed by slot and keep no ids. Free (or destruction) gives everything
+// back exactly once. Move-only.
 //
 // Thread-safety: none; the engine's scheduler thread only.
 class StreamContext {
  public:
-  // Claims a slot and allocates `stream_id` in every manager present; device
-  // work (zeroing) is enqueued on `gpu_stream`, which the context keeps for
-  // its later calls. All-or-nothing: on error every claim made so far is
-  // released. Errors are the managers' (RESOURCE_EXHAUSTED when no slot or no
-  // prefill blocks are left, ALREADY_EXISTS for a live id);
-  // INVALID_ARGUMENT when slots or attention is missing.
+  // Claims a slot for `stream_id`, starts it in the attention manager and
+  // zeroes its states; device work (zeroing) is enqueued on `gpu_stream`,
+  // which the context keeps for its later calls. All-or-nothing: on error
+  // every claim made so far is released. Errors are the managers'
+  // (RESOURCE_EXHAUSTED when no slot or no prefill blocks are left,
+  // INVALID_ARGUMENT when the states have no row for the slot);
+  // INVALID_ARGUMENT when slots or attention is missing. The id is the
+  // caller's and only named in messages.
   static absl::StatusOr<StreamContext> Allocate(int64_t stream_id, const CacheManagers& managers,
                                                 GpuStream gpu_stream);
 
@@ -54,8 +57,8 @@ class StreamContext {
   // False after Free, and for a moved-from context.
   bool live() const { return live_; }
 
-  // AttentionCacheManager::PrepareChunk for this stream (the cohort becomes
-  // [this stream]).
+  // AttentionCacheManager::PrepareChunk for this stream's slot (the cohort
+  // becomes [this stream]). FAILED_PRECONDITION after Free, here and below.
   absl::Status PrepareChunk();
   // AttentionCacheManager::AtCapacity / GetPagedStateViews for this stream.
   absl::StatusOr<bool> AtCapacity() const;
@@ -67,25 +70,13 @@ class StreamContext {
   // The history length this stream holds (cache_t1).
   absl::StatusOr<int64_t> CachedFrames() const;
 
-  // The conv context, copied into `out` (num_layers, 1, cnn_cache_frames,
-  // hidden_dim). FAILED_PRECONDITION without a CnnCacheManager.
-  absl::Status GetCnnCache(const TensorView& out) const;
+  // Commits a chunk of `chunk_frames` frames the model wrote into the
+  // reserved blocks (AttentionCacheManager::CommitChunkPaged; its errors).
+  // The declared states need no commit: the model overwrote them in place.
+  absl::Status CommitChunkPaged(int64_t chunk_frames);
 
-  // Commits a paged chunk of `chunk_frames` frames and, when `new_cnn` is not
-  // empty, overwrites the conv context with it. `new_cnn` is checked first,
-  // so on error nothing changes. Errors: CommitChunkPaged's and Update's.
-  absl::Status CommitChunkPaged(int64_t chunk_frames, const TensorView& new_cnn = TensorView());
-  // Dense mode: AttentionCacheManager::Commit plus the conv update, same rules.
-  absl::Status CommitChunk(const TensorView& kv_chunk, const TensorView& new_cnn = TensorView());
-  // Dense mode: the stacked history (AttentionCacheManager::GetStackedCache).
-  absl::StatusOr<Tensor> GetAttCache() const;
-
-  // The stream's decoder. FAILED_PRECONDITION without a CtcStateCacheManager.
-  absl::StatusOr<StreamHandle> GetDecoder() const;
-
-  // Releases the blocks, the slot, the conv and declared states and returns
-  // the decoder state to its pool. FAILED_PRECONDITION when already freed;
-  // nothing is released twice.
+  // Releases the blocks and the slot. FAILED_PRECONDITION when already
+  // freed; nothing is released twice.
   absl::Status Free();
 
  private:
@@ -96,7 +87,6 @@ class StreamContext {
         gpu_stream_(gpu_stream),
         live_(true) {}
   absl::Status CheckLive() const;
-  absl::Status CheckCnn(const TensorView& new_cnn) const;
 
   int64_t stream_id_ = -1;
   int slot_ = -1;

@@ -115,7 +115,7 @@ CtcDecoder::CtcDecoder(const CtcDecoderConfig& config, std::shared_ptr<const Sym
       units_(units),
       transcripts_(std::move(units), config.frame_shift_ms, config.word_gap_ms) {}
 
-std::unique_ptr<cache::DecoderState> CtcDecoder::CreateState() {
+std::unique_ptr<DecoderState> CtcDecoder::CreateState() {
   std::unique_ptr<CtcSearch> search;
   if (config_.method == SearchMethod::kGreedy) {
     search = std::make_unique<GreedySearch>(config_.search.blank_id);
@@ -129,7 +129,7 @@ std::unique_ptr<cache::DecoderState> CtcDecoder::CreateState() {
   return state;
 }
 
-void CtcDecoder::ResetState(cache::DecoderState& state) {
+void CtcDecoder::ResetState(DecoderState& state) {
   CtcStreamState& st = Cast(state);
   st.search_->Reset();
   st.search_->SetContextGraph(nullptr);
@@ -165,7 +165,7 @@ void CtcDecoder::ApplyOptions(CtcStreamState& state, const StreamOptions& option
   state.search_->SetContextGraph(options.context.get());
 }
 
-absl::Status CtcDecoder::ConfigureStream(cache::DecoderState& state, const StreamOptions& options) {
+absl::Status CtcDecoder::ConfigureStream(DecoderState& state, const StreamOptions& options) {
   CtcStreamState& st = Cast(state);
   OASR_RETURN_IF_ERROR(CheckOptions(options));
   if (st.frames_ > 0 || st.finished_) {
@@ -176,7 +176,7 @@ absl::Status CtcDecoder::ConfigureStream(cache::DecoderState& state, const Strea
   return absl::OkStatus();
 }
 
-absl::Status CtcDecoder::DecodeChunk(cache::DecoderState& state, const TensorView& log_probs) {
+absl::Status CtcDecoder::DecodeChunk(DecoderState& state, const TensorView& log_probs) {
   CtcStreamState& st = Cast(state);
   OASR_RETURN_IF_ERROR(CheckLogProbs(log_probs, 2, vocab_size()));
   if (st.finished_) return absl::FailedPreconditionError("the stream has finished");
@@ -185,7 +185,7 @@ absl::Status CtcDecoder::DecodeChunk(cache::DecoderState& state, const TensorVie
   return absl::OkStatus();
 }
 
-absl::Status CtcDecoder::DecodeChunks(std::span<cache::DecoderState* const> states,
+absl::Status CtcDecoder::DecodeChunks(std::span<DecoderState* const> states,
                                       const TensorView& log_probs,
                                       std::span<const int32_t> num_frames) {
   // Plan: check everything first, so that a failure changes no stream.
@@ -247,7 +247,7 @@ void CtcDecoder::EndSegment(CtcStreamState& st, int endpoint_rule) const {
   st.endpointer_.Reset();
 }
 
-absl::Status CtcDecoder::FinalizeStream(cache::DecoderState& state) {
+absl::Status CtcDecoder::FinalizeStream(DecoderState& state) {
   CtcStreamState& st = Cast(state);
   if (st.finished_) return absl::OkStatus();
   // An empty segment after an endpoint has nothing to report; a stream that
@@ -277,31 +277,31 @@ DecodeResult CtcDecoder::BuildResult(const CtcStreamState& st, bool is_final,
   return result;
 }
 
-DecodeResult CtcDecoder::PartialResult(const cache::DecoderState& state) const {
+DecodeResult CtcDecoder::PartialResult(const DecoderState& state) const {
   return BuildResult(Cast(state), /*is_final=*/false, -1);
 }
 
-std::vector<DecodeResult> CtcDecoder::TakeFinalResults(cache::DecoderState& state) const {
+std::vector<DecodeResult> CtcDecoder::TakeFinalResults(DecoderState& state) const {
   CtcStreamState& st = Cast(state);
   std::vector<DecodeResult> out;
   out.swap(st.finals_);
   return out;
 }
 
-StreamStatus CtcDecoder::GetStatus(const cache::DecoderState& state) const {
+StreamStatus CtcDecoder::GetStatus(const DecoderState& state) const {
   const CtcStreamState& st = Cast(state);
   return StreamStatus{st.frames_, st.segment_, st.endpoint_detected_, st.finished_,
                       st.finals_.size()};
 }
 
-CtcStreamState& CtcDecoder::Cast(cache::DecoderState& state) const {
+CtcStreamState& CtcDecoder::Cast(DecoderState& state) const {
   auto* st = dynamic_cast<CtcStreamState*>(&state);
   OASR_CHECK(st != nullptr && st->owner_ == this, "decoder state was not created by this decoder");
   return *st;
 }
 
-const CtcStreamState& CtcDecoder::Cast(const cache::DecoderState& state) const {
-  return Cast(const_cast<cache::DecoderState&>(state));
+const CtcStreamState& CtcDecoder::Cast(const DecoderState& state) const {
+  return Cast(const_cast<DecoderState&>(state));
 }
 
 }  // namespace oasr::decoder

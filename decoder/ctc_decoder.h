@@ -5,7 +5,7 @@
 //
 // Usage (sherpa-onnx's shape; the engine batches many streams):
 //   auto decoder = CtcDecoder::Create(config, units);        // once per model
-//   auto state = (*decoder)->CreateState();                   // or from the pool
+//   auto state = (*decoder)->CreateState();                   // or DecoderStatePool::Acquire
 //   (*decoder)->ConfigureStream(*state, options);             // phrases, endpoint...
 //   for each chunk: (*decoder)->DecodeChunk(*state, log_probs);   // [T, V]
 //                   read PartialResult / TakeFinalResults / GetStatus
@@ -22,12 +22,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cache/decoder_interface.h"
 #include "common/tensor.h"
 #include "decoder/context_graph.h"
 #include "decoder/ctc_search.h"
 #include "decoder/decode_result.h"
 #include "decoder/endpoint.h"
+#include "decoder/pooled_decoder.h"
 #include "decoder/prefix_beam_search.h"
 #include "decoder/symbol_table.h"
 #include "decoder/transcript_builder.h"
@@ -77,7 +77,7 @@ class CtcDecoder;
 
 // Per-stream state: search, endpointer, options and finished segments. Made
 // by CtcDecoder::CreateState; opaque to everyone else.
-class CtcStreamState final : public cache::DecoderState {
+class CtcStreamState final : public DecoderState {
  private:
   friend class CtcDecoder;
   CtcStreamState(const CtcDecoder* owner, std::unique_ptr<CtcSearch> search,
@@ -99,7 +99,7 @@ class CtcStreamState final : public cache::DecoderState {
 // Thread-safety: the decoder is immutable after Create. Calls on different
 // states may run concurrently; calls on one state must not overlap. A state
 // must only be handed to the decoder that created it (CHECK).
-class CtcDecoder final : public cache::PooledDecoder {
+class CtcDecoder final : public PooledDecoder {
  public:
   // INVALID_ARGUMENT when `config` does not validate, `units` is null, the
   // blank id is not a unit, or the default phrase graph was built for another
@@ -108,17 +108,17 @@ class CtcDecoder final : public cache::PooledDecoder {
       const CtcDecoderConfig& config, std::shared_ptr<const SymbolTable> units);
 
   // A fresh state with the default stream options. The caller owns it.
-  std::unique_ptr<cache::DecoderState> CreateState() override;
+  std::unique_ptr<DecoderState> CreateState() override;
 
   // Back to exactly what CreateState returns (default options, no frames, no
   // results), keeping every buffer's capacity.
-  void ResetState(cache::DecoderState& state) override;
+  void ResetState(DecoderState& state) override;
 
   // Sets `options` for the stream (copied; the context graph is shared).
   // INVALID_ARGUMENT for invalid options, a context graph built for another
   // vocabulary, or phrases with the greedy search; FAILED_PRECONDITION after
   // the first non-empty chunk. On failure the stream is unchanged.
-  absl::Status ConfigureStream(cache::DecoderState& state, const StreamOptions& options);
+  absl::Status ConfigureStream(DecoderState& state, const StreamOptions& options);
 
   // Decodes one chunk, `log_probs` float32 [T, V] on the host (T may be 0),
   // then evaluates the endpoint rules. At an endpoint the segment's final
@@ -126,31 +126,31 @@ class CtcDecoder final : public cache::PooledDecoder {
   // with single_utterance, the stream finishes. INVALID_ARGUMENT for another
   // dtype, rank, V or device; FAILED_PRECONDITION for a finished stream. On
   // failure the stream is unchanged.
-  absl::Status DecodeChunk(cache::DecoderState& state, const TensorView& log_probs) override;
+  absl::Status DecodeChunk(DecoderState& state, const TensorView& log_probs) override;
 
   // DecodeChunk for many streams: `log_probs` float32 [B, T, V] on the host,
   // stream b owning rows [0, num_frames[b]) of slice b (the rest is padding).
   // Everything is checked before any stream changes: INVALID_ARGUMENT for a
   // shape mismatch, a count outside [0, T], a null or repeated state;
   // FAILED_PRECONDITION for a finished stream (its index is named).
-  absl::Status DecodeChunks(std::span<cache::DecoderState* const> states,
-                            const TensorView& log_probs, std::span<const int32_t> num_frames);
+  absl::Status DecodeChunks(std::span<DecoderState* const> states, const TensorView& log_probs,
+                            std::span<const int32_t> num_frames);
 
   // The audio has ended: the current segment's final result is queued
   // (unless it is empty and an earlier segment was already reported) and the
   // stream finishes. OK and nothing more on a finished stream.
-  absl::Status FinalizeStream(cache::DecoderState& state) override;
+  absl::Status FinalizeStream(DecoderState& state) override;
 
   // The current segment's interim n-best (is_final false). Allocates the
   // result; the state is untouched. Empty n-best lists never occur: before
   // the first frame of a segment, and once the stream has finished, it holds
   // one empty hypothesis.
-  DecodeResult PartialResult(const cache::DecoderState& state) const;
+  DecodeResult PartialResult(const DecoderState& state) const;
 
   // Moves out the final results queued since the last call, oldest first.
-  std::vector<DecodeResult> TakeFinalResults(cache::DecoderState& state) const;
+  std::vector<DecodeResult> TakeFinalResults(DecoderState& state) const;
 
-  StreamStatus GetStatus(const cache::DecoderState& state) const;
+  StreamStatus GetStatus(const DecoderState& state) const;
 
   const CtcDecoderConfig& config() const { return config_; }
   const SymbolTable& units() const { return *units_; }
@@ -159,8 +159,8 @@ class CtcDecoder final : public cache::PooledDecoder {
  private:
   CtcDecoder(const CtcDecoderConfig& config, std::shared_ptr<const SymbolTable> units);
 
-  CtcStreamState& Cast(cache::DecoderState& state) const;
-  const CtcStreamState& Cast(const cache::DecoderState& state) const;
+  CtcStreamState& Cast(DecoderState& state) const;
+  const CtcStreamState& Cast(const DecoderState& state) const;
   absl::Status CheckOptions(const StreamOptions& options) const;
   void ApplyOptions(CtcStreamState& state, const StreamOptions& options) const;
   void DecodeRows(CtcStreamState& state, const float* log_probs, int num_frames) const;

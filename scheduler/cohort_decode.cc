@@ -7,7 +7,7 @@
 namespace oasr::scheduler {
 
 absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
-                          std::span<cache::DecoderState* const> states,
+                          std::span<decoder::DecoderState* const> states,
                           std::span<const int32_t> num_frames, const TensorView& log_probs,
                           ExecutionContext* ctx, std::span<absl::Status> status) {
   OASR_CHECK(states.size() == num_frames.size() && states.size() == status.size(),

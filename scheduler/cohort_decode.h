@@ -7,7 +7,6 @@
 #include <span>
 
 #include "absl/status/status.h"
-#include "cache/decoder_interface.h"
 #include "common/execution_context.h"
 #include "decoder/ctc_decoder.h"
 
@@ -30,7 +29,7 @@ namespace oasr::scheduler {
 // Requires states, num_frames and status of one size. Thread-safety: the
 // decoder's (calls on one state must not overlap).
 absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
-                          std::span<cache::DecoderState* const> states,
+                          std::span<decoder::DecoderState* const> states,
                           std::span<const int32_t> num_frames, const TensorView& log_probs,
                           ExecutionContext* ctx, std::span<absl::Status> status);
 

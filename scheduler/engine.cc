@@ -129,7 +129,7 @@ absl::Status Engine::Init() {
   if (!states.ok()) return states.status();
   states_ = std::move(*states);
   for (int i = 0; i < states_->num_specs(); ++i) state_views_.push_back(states_->buffer(i));
-  ctc_ = std::make_unique<cache::CtcStateCacheManager>(decoder_.get(), capacity);
+  decoder_states_ = std::make_unique<decoder::DecoderStatePool>(decoder_.get(), capacity);
   if (config_.frontend_threads > 0) {
     frontend_pool_ = std::make_unique<FrontEndPool>(
         config_.frontend_threads, [this](int64_t id) { FrontEndDone(id); },
@@ -139,7 +139,7 @@ absl::Status Engine::Init() {
   // (AttentionCacheManager::AtCapacity), so the per-chunk check is skipped.
   check_capacity_ = !cache_config_.eviction_enabled();
   rows_.reserve(capacity);
-  row_ids_.reserve(capacity);
+  row_slots_.reserve(capacity);
   row_states_.reserve(capacity);
   row_frames_.reserve(capacity);
   row_status_.reserve(capacity);
@@ -442,7 +442,7 @@ void Engine::Admit() {
     if (a_late) return a->opened < b->opened;
     return a->frontend->NumFramesReady() > b->frontend->NumFramesReady();
   });
-  cache::CacheManagers managers{slots_.get(), attention_.get(), nullptr, states_.get(), ctc_.get()};
+  cache::CacheManagers managers{slots_.get(), attention_.get(), states_.get()};
   admission_blocked_ = false;
   while (!waiting_.empty() && slots_->num_free() > 0) {
     Stream& s = *waiting_.front();
@@ -459,10 +459,8 @@ void Engine::Admit() {
     }
     waiting_.pop_front();
     s.context.emplace(std::move(*context));
-    absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
-    absl::Status configured =
-        handle.ok() ? decoder_->ConfigureStream(handle->state(), *s.decode) : handle.status();
-    if (handle.ok()) s.decoder_state = &handle->state();
+    s.decoder_state = decoder_states_->Acquire();
+    const absl::Status configured = decoder_->ConfigureStream(*s.decoder_state, *s.decode);
     s.decode.reset();
     s.admitted = true;
     s.active_index = active_.size();
@@ -504,19 +502,19 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   event.finish = reason;
   event.error = std::move(error);
   event.audio_processed_s = FramesToSeconds(s.offset);
-  if (s.context.has_value()) {
-    absl::StatusOr<cache::StreamHandle> handle = s.context->GetDecoder();
-    if (handle.ok()) {
-      cache::DecoderState& state = handle->state();
-      if (reason == FinishReason::kStop || reason == FinishReason::kLength ||
-          reason == FinishReason::kEndpoint) {
-        // The transcript so far becomes final (a no-op after an endpoint).
-        (void)handle->FinalizeStream();
-      }
-      for (decoder::DecodeResult& r : decoder_->TakeFinalResults(state)) {
-        event.results.push_back(std::move(r));
-      }
+  if (s.decoder_state != nullptr) {
+    decoder::DecoderState& state = *s.decoder_state;
+    if (reason == FinishReason::kStop || reason == FinishReason::kLength ||
+        reason == FinishReason::kEndpoint) {
+      // The transcript so far becomes final (a no-op after an endpoint).
+      (void)decoder_->FinalizeStream(state);
     }
+    for (decoder::DecodeResult& r : decoder_->TakeFinalResults(state)) {
+      event.results.push_back(std::move(r));
+    }
+    decoder_states_->Release(std::move(s.decoder_state));
+  }
+  if (s.context.has_value()) {
     absl::Status freed = s.context->Free();
     OASR_CHECK(freed.ok(), std::string(freed.message()));
     s.context.reset();

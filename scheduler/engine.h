@@ -34,11 +34,11 @@
 #include "absl/status/statusor.h"
 #include "cache/attention_cache_manager.h"
 #include "cache/block_pool.h"
-#include "cache/ctc_state_cache_manager.h"
 #include "cache/slot_state_cache.h"
 #include "cache/stream_slot_pool.h"
 #include "common/execution_context.h"
 #include "decoder/ctc_decoder.h"
+#include "decoder/decoder_state_pool.h"
 #include "scheduler/cohort_staging.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/engine_stats.h"
@@ -195,7 +195,8 @@ class Engine {
   std::unique_ptr<cache::AttentionCacheManager> attention_;
   std::unique_ptr<cache::SlotStateCache> states_;  // The model's declared states.
   std::vector<TensorView> state_views_;            // One per spec, for the plan.
-  std::unique_ptr<cache::CtcStateCacheManager> ctc_;
+  // The decoder's per-stream states; each admitted stream holds one.
+  std::unique_ptr<decoder::DecoderStatePool> decoder_states_;
   std::unique_ptr<CohortStaging> staging_;
   Tensor log_probs_;  // [max_batch_size, chunk, V] float32 on the model's device.
   EngineStats stats_;
@@ -217,8 +218,8 @@ class Engine {
   bool admission_blocked_ = false;  // The pool refused the last admission.
   std::vector<Row> rows_;           // This tick's cohort, reused every tick.
   // Scratch views of rows_ for the batched calls that take spans.
-  std::vector<int64_t> row_ids_;
-  std::vector<cache::DecoderState*> row_states_;
+  std::vector<int32_t> row_slots_;
+  std::vector<decoder::DecoderState*> row_states_;
   std::vector<int32_t> row_frames_;
   std::vector<absl::Status> row_status_;
   std::vector<double> latencies_;  // Scratch: this tick's chunk latencies.

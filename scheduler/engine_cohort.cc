@@ -51,9 +51,9 @@ void Engine::PickCohort() {
 }
 
 bool Engine::ReserveBlocks() {
-  row_ids_.clear();
-  for (const Row& row : rows_) row_ids_.push_back(row.stream->id);
-  if (attention_->PrepareChunksBatched(row_ids_).ok()) return true;
+  row_slots_.clear();
+  for (const Row& row : rows_) row_slots_.push_back(row.stream->context->slot());
+  if (attention_->PrepareChunksBatched(row_slots_).ok()) return true;
   // The pool cannot serve the whole cohort: serve who it can, one by one; a
   // stream that cannot get a block ends at its memory ceiling ("length").
   size_t kept = 0;
@@ -73,9 +73,9 @@ bool Engine::ReserveBlocks() {
   // reserved already, so this allocates nothing and cannot fail. (CacheConfig
   // caps every stream at its share of the pool, so this path is a safeguard,
   // not a state a tick reaches.)
-  row_ids_.clear();
-  for (const Row& row : rows_) row_ids_.push_back(row.stream->id);
-  absl::Status again = attention_->PrepareChunksBatched(row_ids_);
+  row_slots_.clear();
+  for (const Row& row : rows_) row_slots_.push_back(row.stream->context->slot());
+  absl::Status again = attention_->PrepareChunksBatched(row_slots_);
   OASR_CHECK(again.ok(), std::string(again.message()));
   return true;
 }
@@ -149,7 +149,7 @@ void Engine::DecodeCohortRows() {
   row_frames_.clear();
   row_status_.resize(n);
   for (const Row& row : rows_) {
-    row_states_.push_back(row.status.ok() ? row.stream->decoder_state : nullptr);
+    row_states_.push_back(row.status.ok() ? row.stream->decoder_state.get() : nullptr);
     row_frames_.push_back(row.frames);
   }
   // One batched decode for the cohort (after the forward on the model's
@@ -162,7 +162,7 @@ void Engine::DecodeCohortRows() {
     if (!read.ok()) row.status = read;
     if (row.status.ok()) row.status = std::move(row_status_[b]);
     if (!row.status.ok()) continue;
-    cache::DecoderState& state = *row.stream->decoder_state;
+    decoder::DecoderState& state = *row.stream->decoder_state;
     row.finals = decoder_->TakeFinalResults(state);
     row.decoder_status = decoder_->GetStatus(state);
     row.partial.reset();

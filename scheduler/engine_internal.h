@@ -66,12 +66,13 @@ struct Engine::Stream {
   size_t ready_index = 0;       // Position in ready_ while queued.
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
-  // The stream's pooled decoder state (owned by the CTC state pool) while admitted.
-  cache::DecoderState* decoder_state = nullptr;
+  // The stream's decoder state, taken from the engine's pool at admission
+  // and given back when the stream finishes.
+  std::unique_ptr<decoder::DecoderState> decoder_state;
   // Shared with the front-end workers while they hold work of this stream.
   std::shared_ptr<StreamFrontEnd> frontend;
   std::shared_ptr<StreamShared> shared;
-  std::optional<cache::StreamContext> context;   // Set while admitted.
+  std::optional<cache::StreamContext> context;   // Set while admitted: the slot.
   Clock::time_point last_audio;                  // Arrival of the latest audio command.
   std::optional<Clock::time_point> ready_since;  // When the next chunk's audio was complete.
   std::string last_partial;                      // Transcript of the last interim result sent.

@@ -1,13 +1,14 @@
 // Randomised model-based test of the paged attention cache: a plain model of
 // every stream (its expected blocks in logical order, cache length and frames
 // written) is driven alongside the real BlockPool + AttentionCacheManager by
-// random operations -- allocate, prepare, batched prepare, paged and dense
-// commits (with eviction), free, queries and invalid calls -- and after every
+// random operations -- allocate, prepare, batched prepare, commits of paged
+// writes and of dense chunks through the dense oracle (with eviction), free,
+// queries and invalid calls -- and after every
 // operation the invariants are checked: no block is owned twice, free + owned
 // = total, every block-table row (host, and the device mirror after an
 // update) matches its stream's blocks, cache lengths match committed frames,
 // and eviction keeps the most recent window (checked through the K/V values
-// written at every position).
+// written at every position, and through the oracle's dense gather).
 //
 // OASR_CACHE_FUZZ_OPS scales the operation count per geometry (default 100000).
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@
 #include "cache/block_pool.h"
 #include "cache/stream_slot_pool.h"
 #include "tests/cache/cache_test_util.h"
+#include "tests/cache/dense_kv_oracle.h"
 
 namespace oasr::cache {
 namespace {
@@ -44,7 +46,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
     FAIL() << "check failed: " #cond " "
 
 struct ModelStream {
-  int64_t id = 0;
+  int64_t id = 0;  // The model's name for it (the V markers); the manager knows only the slot.
   int slot = 0;
   std::deque<int32_t> blocks;
   int64_t held = 0;     // Cache length.
@@ -110,7 +112,7 @@ class CacheModelTest : public testing::CacheDeviceTest {
 };
 
 void CacheModelTest::TakeNewBlocks(ModelStream& s, int64_t expected, int64_t evicted) {
-  const std::span<const int32_t> got = *att_->LogicalBlocks(s.id);
+  const std::span<const int32_t> got = *att_->LogicalBlocks(s.slot);
   const int64_t kept = int64_t(s.blocks.size()) - evicted;
   ASSERT_GE(kept, 0) << "these geometries never evict a block in the commit that allocates it";
   ASSERT_EQ(int64_t(got.size()), kept + expected) << "stream " << s.id;
@@ -153,7 +155,7 @@ void CacheModelTest::WriteFrame(const ModelStream& s, int64_t pos) {
 }
 
 void CacheModelTest::CheckWindow(const ModelStream& s) {
-  ASSERT_EQ(*att_->CachedFrames(std::vector<int64_t>{s.id}), s.held);
+  ASSERT_EQ(*att_->CachedFrames(std::vector<int32_t>{s.slot}), s.held);
   if (c_.eviction_enabled()) {
     // The most recent window is kept, and no more than a block beyond it.
     ASSERT_GE(s.held, std::min(s.total, c_.retained_frames()));
@@ -189,7 +191,7 @@ void CacheModelTest::CheckStructure(bool deep) {
   int64_t owned = 0;
   for (const ModelStream& s : live_) {
     if (deep) {
-      ASSERT_EQ(*att_->SlotOf(s.id), s.slot);
+      ASSERT_TRUE(att_->IsBound(s.slot));
     }
     bound[s.slot] = 1;
     MODEL_CHECK(m.Seqlen(s.slot) == s.held) << "cache_seqlens of stream " << s.id;
@@ -215,6 +217,7 @@ void CacheModelTest::CheckStructure(bool deep) {
   if (!deep) return;
   for (int slot = 0; slot < c_.max_batch_size; ++slot) {
     if (bound[slot]) continue;
+    ASSERT_FALSE(att_->IsBound(slot)) << "unbound slot " << slot;
     ASSERT_EQ(m.Seqlen(slot), 0) << "unbound slot " << slot;
     for (int i = 0; i < m.width(); ++i) ASSERT_EQ(m.Row(slot)[i], 0) << "unbound slot " << slot;
   }
@@ -238,8 +241,8 @@ void CacheModelTest::OpAllocate() {
   ModelStream s;
   s.id = next_id_++;
   s.slot = slot;
-  ASSERT_TRUE(att_->AllocateStream(s.id, slot, stream()).ok());
-  ASSERT_EQ(att_->AllocateStream(s.id, slot, stream()).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(att_->AllocateSlot(slot, stream()).ok());
+  ASSERT_EQ(att_->AllocateSlot(slot, stream()).code(), absl::StatusCode::kAlreadyExists);
   if (c_.prefill_kv_window) {
     ASSERT_NO_FATAL_FAILURE(TakeNewBlocks(s, c_.max_logical_blocks()));
     s.held = s.total = s.prefill = c_.retained_frames();
@@ -256,22 +259,22 @@ void CacheModelTest::OpFree(std::mt19937_64& rng) {
   }
   ModelStream s = std::move(live_[pick]);
   live_.erase(live_.begin() + pick);
-  ASSERT_TRUE(att_->FreeStream(s.id).ok());
+  ASSERT_TRUE(att_->FreeSlot(s.slot).ok());
   for (int32_t b : s.blocks) {
     ASSERT_FALSE(pool_->IsAllocated(b));
     owner_[b] = -1;
   }
   ASSERT_TRUE(slots_->Release(s.slot).ok());
-  ASSERT_EQ(att_->FreeStream(s.id).code(), absl::StatusCode::kNotFound);
-  ASSERT_EQ(att_->PrepareChunk(s.id).code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(att_->FreeSlot(s.slot).code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(att_->PrepareChunk(s.slot).code(), absl::StatusCode::kNotFound);
   ++stats_freed_;
 }
 
 void CacheModelTest::OpPrepare(ModelStream& s) {
-  ASSERT_EQ(*att_->AtCapacity(s.id), AtCapacity(s));
+  ASSERT_EQ(*att_->AtCapacity(s.slot), AtCapacity(s));
   const int64_t need =
       std::max<int64_t>(0, CeilDiv(s.held + c_.chunk_size, B()) - int64_t(s.blocks.size()));
-  const absl::Status status = att_->PrepareChunk(s.id);
+  const absl::Status status = att_->PrepareChunk(s.slot);
   if (AtCapacity(s)) {
     ASSERT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
     ++stats_rejected_;
@@ -280,7 +283,7 @@ void CacheModelTest::OpPrepare(ModelStream& s) {
   }
   ASSERT_TRUE(status.ok()) << status;
   ASSERT_NO_FATAL_FAILURE(TakeNewBlocks(s, need));
-  ASSERT_TRUE(att_->GetPagedStateViews(s.id).ok());
+  ASSERT_TRUE(att_->GetPagedStateViews(s.slot).ok());
 }
 
 void CacheModelTest::OpBatchPrepare(std::mt19937_64& rng) {
@@ -288,35 +291,45 @@ void CacheModelTest::OpBatchPrepare(std::mt19937_64& rng) {
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::shuffle(idx.begin(), idx.end(), rng);
   idx.resize(1 + rng() % std::min<size_t>(idx.size(), 64));
-  std::vector<int64_t> ids;
+  std::vector<int32_t> slots;
   bool any_full = false;
   int64_t need_total = 0;
   for (size_t i : idx) {
-    ids.push_back(live_[i].id);
+    slots.push_back(live_[i].slot);
     any_full |= AtCapacity(live_[i]);
     need_total += std::max<int64_t>(
         0, CeilDiv(live_[i].held + c_.chunk_size, B()) - int64_t(live_[i].blocks.size()));
   }
   const int64_t free_before = pool_->num_free_blocks();
-  const int invalid = rng() % 20;  // 1 in 20: an unknown id, 1 in 20: a repeat.
+  // 1 in 20 each: a slot that holds no stream (or, with every slot bound,
+  // one out of range), a repeated slot.
+  const int invalid = rng() % 20;
   if (invalid <= 1) {
-    std::vector<int64_t> bad = ids;
-    bad.insert(bad.begin() + rng() % (bad.size() + 1), invalid == 0 ? -7 : ids[0]);
-    // The first offending id in order decides the error.
+    std::vector<int32_t> bad = slots;
+    int32_t extra = slots[0];
+    if (invalid == 0) {
+      extra = -7;
+      for (int32_t slot = 0; slot < c_.max_batch_size; ++slot) {
+        if (!slots_->IsBound(slot)) extra = slot;
+      }
+    }
+    bad.insert(bad.begin() + rng() % (bad.size() + 1), extra);
+    // The first offending slot in order decides the error.
     absl::StatusCode want = absl::StatusCode::kOk;
-    std::vector<int64_t> seen;
-    for (int64_t id : bad) {
+    std::vector<int32_t> seen;
+    for (int32_t slot : bad) {
       const auto it = std::find_if(live_.begin(), live_.end(),
-                                   [id](const ModelStream& m) { return m.id == id; });
+                                   [slot](const ModelStream& m) { return m.slot == slot; });
       if (it == live_.end()) {
-        want = absl::StatusCode::kNotFound;
-      } else if (std::count(seen.begin(), seen.end(), id) > 0) {
+        want = slot >= 0 && slot < c_.max_batch_size ? absl::StatusCode::kNotFound
+                                                     : absl::StatusCode::kInvalidArgument;
+      } else if (std::count(seen.begin(), seen.end(), slot) > 0) {
         want = absl::StatusCode::kInvalidArgument;
       } else if (AtCapacity(*it)) {
         want = absl::StatusCode::kResourceExhausted;
       }
       if (want != absl::StatusCode::kOk) break;
-      seen.push_back(id);
+      seen.push_back(slot);
     }
     const absl::Status status = att_->PrepareChunksBatched(bad);
     ASSERT_EQ(status.code(), want) << status;
@@ -324,7 +337,7 @@ void CacheModelTest::OpBatchPrepare(std::mt19937_64& rng) {
     ++stats_rejected_;
     return;
   }
-  const absl::Status status = att_->PrepareChunksBatched(ids);
+  const absl::Status status = att_->PrepareChunksBatched(slots);
   if (any_full) {
     ASSERT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
     ASSERT_EQ(pool_->num_free_blocks(), free_before);
@@ -338,36 +351,39 @@ void CacheModelTest::OpBatchPrepare(std::mt19937_64& rng) {
     ASSERT_NO_FATAL_FAILURE(TakeNewBlocks(
         s, std::max<int64_t>(0, CeilDiv(s.held + c_.chunk_size, B()) - int64_t(s.blocks.size()))));
   }
-  ASSERT_EQ(att_->mirror().cohort_size(), int(ids.size()));
+  ASSERT_EQ(att_->mirror().cohort_size(), int(slots.size()));
   for (size_t b = 0; b < idx.size(); ++b) {
     ASSERT_EQ(att_->mirror().CohortSlot(b), live_[idx[b]].slot);
   }
   if (on_cuda()) CheckMirror();
   int64_t longest = 0;
   for (size_t i : idx) longest = std::max(longest, live_[i].held);
-  ASSERT_EQ(*att_->CachedFrames(ids), longest);
+  ASSERT_EQ(*att_->CachedFrames(slots), longest);
 }
 
 void CacheModelTest::OpCommit(ModelStream& s, int64_t frames) {
   const int64_t room = int64_t(s.blocks.size()) * B() - s.held;
   if (frames > room) {
-    ASSERT_EQ(att_->CommitChunkPaged(s.id, frames).code(), absl::StatusCode::kFailedPrecondition);
+    ASSERT_EQ(att_->CommitChunkPaged(s.slot, frames).code(), absl::StatusCode::kFailedPrecondition);
     ++stats_rejected_;
     return;
   }
   // The encoder writes the chunk at positions [held, held + frames), then commits.
   for (int64_t p = s.held; p < s.held + frames; ++p) WriteFrame(s, p);
-  ASSERT_TRUE(att_->CommitChunkPaged(s.id, frames).ok());
+  ASSERT_TRUE(att_->CommitChunkPaged(s.slot, frames).ok());
   ASSERT_NO_FATAL_FAILURE(ModelAdvance(s, frames));
   ASSERT_NO_FATAL_FAILURE(TakeNewBlocks(s, 0));
   CheckWindow(s);
 }
 
 void CacheModelTest::OpDenseCommit(ModelStream& s, int64_t frames) {
+  // A dense chunk through the oracle: PrepareChunk, its paged write, commit.
   const int L = c_.num_layers, H = c_.n_kv_head, D = c_.head_dim;
   const TensorView chunk(dense_.data(), DType::kFloat32, {L, H, frames, 2 * D}, device());
-  if (frames > B()) {
-    ASSERT_EQ(att_->Commit(s.id, chunk, stream()).code(), absl::StatusCode::kInvalidArgument);
+  if (frames > c_.chunk_size) {
+    ASSERT_EQ(testing::AppendDenseChunk(*att_, s.slot, chunk, stream()).code(),
+              absl::StatusCode::kInvalidArgument);
+    ASSERT_NO_FATAL_FAILURE(TakeNewBlocks(s, 0));
     ++stats_rejected_;
     return;
   }
@@ -385,11 +401,13 @@ void CacheModelTest::OpDenseCommit(ModelStream& s, int64_t frames) {
         }
       }
   Write<float>(chunk, host);
+  // PrepareChunk reserves room for a full chunk, whatever this one holds.
   const int64_t need =
-      std::max<int64_t>(0, CeilDiv(s.held + frames, B()) - int64_t(s.blocks.size()));
-  const absl::Status status = att_->Commit(s.id, chunk, stream());
-  if (int64_t(s.blocks.size()) + need > c_.blocks_per_stream()) {
+      std::max<int64_t>(0, CeilDiv(s.held + c_.chunk_size, B()) - int64_t(s.blocks.size()));
+  const absl::Status status = testing::AppendDenseChunk(*att_, s.slot, chunk, stream());
+  if (AtCapacity(s)) {
     ASSERT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    ASSERT_NO_FATAL_FAILURE(TakeNewBlocks(s, 0));
     ++stats_rejected_;
     return;
   }
@@ -400,7 +418,7 @@ void CacheModelTest::OpDenseCommit(ModelStream& s, int64_t frames) {
 }
 
 void CacheModelTest::OpStacked(const ModelStream& s) {
-  const Tensor stacked = *att_->GetStackedCache(s.id, stream());
+  const Tensor stacked = *testing::GatherDenseHistory(*att_, s.slot, stream());
   ASSERT_EQ(stacked.shape(), (Shape{c_.num_layers, c_.n_kv_head, s.held, c_.kv_last_dim()}));
   const std::vector<float> got = Read<float>(stacked.view());
   const int64_t last = c_.kv_last_dim();
@@ -416,7 +434,7 @@ void CacheModelTest::Run(const CacheConfig& config, uint64_t seed) {
   pool_ = *BlockPool::Create(c_, 1);
   att_ = *AttentionCacheManager::Create(pool_.get(), 1);
   slots_ = std::make_unique<StreamSlotPool>(c_.max_batch_size, 1);
-  dense_ = *Tensor::Zeros({c_.num_layers, c_.n_kv_head, c_.block_size_frames + 1, c_.kv_last_dim()},
+  dense_ = *Tensor::Zeros({c_.num_layers, c_.n_kv_head, c_.chunk_size + 1, c_.kv_last_dim()},
                           DType::kFloat32, device());
   owner_.assign(pool_->num_blocks(), -1);
   seen_owner_.assign(pool_->num_blocks(), -1);
@@ -432,9 +450,17 @@ void CacheModelTest::Run(const CacheConfig& config, uint64_t seed) {
     } else if (r < 18) {
       OpFree(rng);
     } else if (r < 20) {
-      const int64_t unknown = -1 - int64_t(rng() % 1000);
-      ASSERT_EQ(att_->CommitChunkPaged(unknown, 1).code(), absl::StatusCode::kNotFound);
-      ASSERT_EQ(att_->GetPagedStateViews(unknown).status().code(), absl::StatusCode::kNotFound);
+      // A slot out of range, then one that holds no stream (when there is one).
+      const int out_of_range =
+          rng() % 2 == 0 ? -1 - int(rng() % 1000) : c_.max_batch_size + int(rng() % 1000);
+      ASSERT_EQ(att_->CommitChunkPaged(out_of_range, 1).code(), absl::StatusCode::kInvalidArgument);
+      ASSERT_EQ(att_->GetPagedStateViews(out_of_range).status().code(),
+                absl::StatusCode::kInvalidArgument);
+      const int unbound = int(rng() % c_.max_batch_size);
+      if (!slots_->IsBound(unbound)) {
+        ASSERT_EQ(att_->CommitChunkPaged(unbound, 1).code(), absl::StatusCode::kNotFound);
+        ASSERT_EQ(att_->GetPagedStateViews(unbound).status().code(), absl::StatusCode::kNotFound);
+      }
     } else if (r < 33) {
       OpPrepare(live_[rng() % live_.size()]);
     } else if (r < 45) {
@@ -442,7 +468,7 @@ void CacheModelTest::Run(const CacheConfig& config, uint64_t seed) {
     } else if (r < 82) {
       OpCommit(live_[rng() % live_.size()], int64_t(rng() % (c_.chunk_size + 1)));
     } else if (r < 96) {
-      OpDenseCommit(live_[rng() % live_.size()], 1 + int64_t(rng() % (c_.block_size_frames + 1)));
+      OpDenseCommit(live_[rng() % live_.size()], 1 + int64_t(rng() % (c_.chunk_size + 1)));
     } else {
       OpStacked(live_[rng() % live_.size()]);
     }

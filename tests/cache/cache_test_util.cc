@@ -1,7 +1,5 @@
 #include "tests/cache/cache_test_util.h"
 
-#include <algorithm>
-
 #if OASR_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -68,46 +66,6 @@ CacheConfig CacheDeviceTest::SmallConfig() const {
   c.dtype = DType::kFloat32;
   c.device = GetParam();
   return c;
-}
-
-std::unique_ptr<DecoderState> GreedyCtcDecoder::CreateState() {
-  ++created_;
-  auto state = std::make_unique<GreedyCtcState>();
-  state->tokens.reserve(256);
-  return state;
-}
-
-void GreedyCtcDecoder::ResetState(DecoderState& state) {
-  auto& s = static_cast<GreedyCtcState&>(state);
-  const int resets = s.resets + 1;
-  s.frames = 0;
-  s.last_token = 0;
-  s.tokens.clear();  // Keeps the capacity: no reallocation on reuse.
-  s.finalized = false;
-  s.resets = resets;
-}
-
-absl::Status GreedyCtcDecoder::DecodeChunk(DecoderState& state, const TensorView& log_probs) {
-  auto& s = static_cast<GreedyCtcState&>(state);
-  if (log_probs.dtype() != DType::kFloat32 || log_probs.rank() != 2 ||
-      log_probs.dim(1) != vocab_size_ || !log_probs.device().is_cpu()) {
-    return absl::InvalidArgumentError("GreedyCtcDecoder: log_probs must be float32 [T, V] on cpu");
-  }
-  if (s.finalized) return absl::FailedPreconditionError("GreedyCtcDecoder: stream finalized");
-  const float* p = log_probs.data<float>();
-  for (int64_t t = 0; t < log_probs.dim(0); ++t) {
-    const float* row = p + t * vocab_size_;
-    const int best = static_cast<int>(std::max_element(row, row + vocab_size_) - row);
-    if (best != 0 && best != s.last_token) s.tokens.push_back(best);
-    s.last_token = best;
-    ++s.frames;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GreedyCtcDecoder::FinalizeStream(DecoderState& state) {
-  static_cast<GreedyCtcState&>(state).finalized = true;
-  return absl::OkStatus();
 }
 
 }  // namespace oasr::cache::testing

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "cache/cache_config.h"
-#include "cache/decoder_interface.h"
 #include "common/device.h"
 #include "common/gpu_stream.h"
 #include "common/tensor.h"
@@ -78,30 +77,5 @@ class CacheDeviceTest : public ::testing::TestWithParam<Device> {
                              return info.param.is_cuda() ? std::string("cuda")                     \
                                                          : std::string("cpu");                     \
                            })
-
-// A small real streaming decoder for the pooling tests: greedy CTC (argmax
-// per frame, repeats collapsed, blank 0 dropped) over float32 [T, V] host
-// log-probabilities.
-struct GreedyCtcState : public DecoderState {
-  int64_t frames = 0;
-  int last_token = 0;
-  std::vector<int> tokens;
-  bool finalized = false;
-  int resets = 0;
-};
-
-class GreedyCtcDecoder : public PooledDecoder {
- public:
-  explicit GreedyCtcDecoder(int vocab_size) : vocab_size_(vocab_size) {}
-  std::unique_ptr<DecoderState> CreateState() override;
-  void ResetState(DecoderState& state) override;
-  absl::Status DecodeChunk(DecoderState& state, const TensorView& log_probs) override;
-  absl::Status FinalizeStream(DecoderState& state) override;
-  int created() const { return created_; }
-
- private:
-  int vocab_size_;
-  int created_ = 0;
-};
 
 }  // namespace oasr::cache::testing

@@ -137,39 +137,44 @@ TEST_P(SlotStateCacheTest, MismatchesAndBadSpecsAreInvalidArguments) {
 
 class CnnCacheTest : public testing::CacheDeviceTest {};
 
-TEST_P(CnnCacheTest, KeepsTheLayersSlotsFramesHiddenLayoutAndZeroesOnAllocation) {
+TEST_P(CnnCacheTest, KeepsTheLayersSlotsFramesHiddenLayoutAndZeroesANewStreamsSlot) {
   const CacheConfig c = SmallConfig();
   auto cnn = *CnnCacheManager::Create(c, 1);
+  const StreamStateSpec spec = CnnCacheManager::Spec(c);
+  EXPECT_EQ(spec.name, CnnCacheManager::kStateName);
+  EXPECT_EQ(spec.per_slot_shape, (Shape{2, 3, 5}));
+  EXPECT_EQ(spec.slot_axis, 1);
+  EXPECT_EQ(cnn->states().spec(0).per_slot_shape, spec.per_slot_shape);
   EXPECT_EQ(cnn->buffer().shape(), (Shape{2, 9, 3, 5}));
   EXPECT_EQ(cnn->CohortShape(1), (Shape{2, 1, 3, 5}));
   Write<float>(cnn->buffer(), std::vector<float>(2 * 9 * 15, 4.0f));
-  ASSERT_TRUE(cnn->AllocateStream(11, 3, stream()).ok());
+  ASSERT_TRUE(cnn->states().ZeroSlot(3, stream()).ok());
   const std::vector<float> stored = Read<float>(cnn->buffer());
   for (int l = 0; l < 2; ++l)
     for (int s = 0; s < 9; ++s)
       for (int i = 0; i < 15; ++i) ASSERT_EQ(stored[(l * 9 + s) * 15 + i], s == 3 ? 0.0f : 4.0f);
 }
 
-TEST_P(CnnCacheTest, UpdateOverwritesInPlaceAndGetCacheReadsBack) {
+TEST_P(CnnCacheTest, ScatterOverwritesASlotInPlaceAndGatherReadsItBack) {
   auto cnn = *CnnCacheManager::Create(SmallConfig());
-  ASSERT_TRUE(cnn->AllocateStream(1, 0, stream()).ok());
-  ASSERT_TRUE(cnn->AllocateStream(2, 5, stream()).ok());
+  SlotStateCache& states = cnn->states();
   const void* address = cnn->buffer().data();
   std::vector<float> v(30);
   std::iota(v.begin(), v.end(), 0.0f);
   Tensor update = *Tensor::Empty(cnn->CohortShape(1), DType::kFloat32, device());
   Write<float>(update.view(), v);
-  ASSERT_TRUE(cnn->Update(2, update.view(), stream()).ok());
+  const std::vector<int32_t> five = {5}, zero = {0};
+  ASSERT_TRUE(states.Scatter(0, five, update.view(), stream()).ok());
   Tensor out = *Tensor::Zeros(cnn->CohortShape(1), DType::kFloat32, device());
-  ASSERT_TRUE(cnn->GetCache(2, out.view(), stream()).ok());
+  ASSERT_TRUE(states.Gather(0, five, out.view(), stream()).ok());
   EXPECT_EQ(Read<float>(out.view()), v);
-  ASSERT_TRUE(cnn->GetCache(1, out.view(), stream()).ok());
+  ASSERT_TRUE(states.Gather(0, zero, out.view(), stream()).ok());
   EXPECT_EQ(Read<float>(out.view()), std::vector<float>(30, 0.0f));
   EXPECT_EQ(cnn->buffer().data(), address);
-  // A cohort gather puts stream 2 first.
+  // A cohort gather puts slot 5 first.
   Tensor both = *Tensor::Zeros(cnn->CohortShape(2), DType::kFloat32, device());
-  const std::vector<int64_t> ids = {2, 1};
-  ASSERT_TRUE(cnn->Gather(ids, both.view(), stream()).ok());
+  const std::vector<int32_t> cohort = {5, 0};
+  ASSERT_TRUE(states.View(0, cohort).Gather(both.view(), stream()).ok());
   const std::vector<float> got = Read<float>(both.view());
   for (int l = 0; l < 2; ++l)
     for (int i = 0; i < 15; ++i) {
@@ -178,22 +183,20 @@ TEST_P(CnnCacheTest, UpdateOverwritesInPlaceAndGetCacheReadsBack) {
     }
 }
 
-TEST_P(CnnCacheTest, ShapeMismatchNamesBothShapesAndStreamsAreChecked) {
+TEST_P(CnnCacheTest, ShapeMismatchNamesBothShapesAndSlotsAreChecked) {
   auto cnn = *CnnCacheManager::Create(SmallConfig());
-  ASSERT_TRUE(cnn->AllocateStream(1, 0, stream()).ok());
   Tensor wrong = *Tensor::Zeros({2, 1, 4, 5}, DType::kFloat32, device());
-  const absl::Status s = cnn->Update(1, wrong.view(), stream());
+  const std::vector<int32_t> zero = {0}, past = {8};
+  const absl::Status s = cnn->states().Scatter(0, zero, wrong.view(), stream());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("[2, 1, 4, 5]"), HasSubstr("[2, 1, 3, 5]")));
-  EXPECT_EQ(cnn->AllocateStream(1, 1, stream()).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(cnn->AllocateStream(2, 0, stream()).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(cnn->AllocateStream(2, 8, stream()).code(), absl::StatusCode::kInvalidArgument);
   Tensor ok = *Tensor::Zeros({2, 1, 3, 5}, DType::kFloat32, device());
-  EXPECT_EQ(cnn->Update(9, ok.view(), stream()).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(cnn->FreeStream(1).ok());
-  EXPECT_EQ(cnn->FreeStream(1).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(cnn->GetCache(1, ok.view(), stream()).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cnn->states().Scatter(0, past, ok.view(), stream()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cnn->states().ZeroSlot(8, stream()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CnnCacheManager::Create(SmallConfig(), -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 OASR_INSTANTIATE_CACHE_DEVICE_TEST(SlotStateCacheTest);

@@ -5,10 +5,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <numeric>
 #include <thread>
 #include <vector>
 
+#include "cache/cnn_cache_manager.h"
 #include "cache/stream_context.h"
 #include "tests/cache/alloc_counter.h"
 #include "tests/cache/cache_test_util.h"
@@ -43,60 +43,53 @@ class SteadyStateTest : public testing::CacheDeviceTest {
   std::unique_ptr<CnnCacheManager> cnn_;
   std::unique_ptr<SlotStateCache> states_;
   std::unique_ptr<StreamSlotPool> slots_;
-  testing::GreedyCtcDecoder decoder_{4};
-  CtcStateCacheManager ctc_{&decoder_, 64};
 };
 
 TEST_P(SteadyStateTest, TheChunkLoopPerformsNoHeapAllocation) {
-  const CacheManagers managers{slots_.get(), att_.get(), cnn_.get(), states_.get(), &ctc_};
-  // One stream through the StreamContext facade, 63 as a cohort.
+  const CacheManagers managers{slots_.get(), att_.get(), states_.get()};
+  // One stream through the StreamContext facade, 63 as a cohort addressed by
+  // slot, as the engine does.
   StreamContext ctx = *StreamContext::Allocate(0, managers, stream());
-  std::vector<int64_t> ids(63);
-  std::iota(ids.begin(), ids.end(), 1);
   std::vector<int32_t> cohort_slots;
-  for (int64_t id : ids) {
+  for (int i = 0; i < 63; ++i) {
     const int slot = *slots_->Acquire();
-    ASSERT_TRUE(att_->AllocateStream(id, slot, stream()).ok());
-    ASSERT_TRUE(cnn_->AllocateStream(id, slot, stream()).ok());
-    ASSERT_TRUE(ctc_.AllocateStream(id).ok());
+    ASSERT_TRUE(att_->AllocateSlot(slot, stream()).ok());
+    ASSERT_TRUE(cnn_->states().ZeroSlot(slot, stream()).ok());
     cohort_slots.push_back(slot);
   }
-  const int B = static_cast<int>(ids.size());
+  const int B = static_cast<int>(cohort_slots.size());
+  const std::vector<int32_t> one_slot = {ctx.slot()};
   Tensor cnn_batch = *Tensor::Zeros(cnn_->CohortShape(B), config_.dtype, device());
   Tensor cnn_one = *Tensor::Zeros(cnn_->CohortShape(1), config_.dtype, device());
   Tensor tails = *Tensor::Zeros(states_->CohortShape(0, B), DType::kFloat32, device());
-  // All blank: the test decoder's token list must not grow (that would be
-  // the decoder's allocation, not the cache's).
-  Tensor log_probs = *Tensor::Zeros({4, 4}, DType::kFloat32);
-  for (int t = 0; t < 4; ++t) log_probs.data<float>()[t * 4] = 1.0f;
 
   bool ok = true;
   auto step = [&] {
     // The cohort step: reserve, mirror, views, forward (elsewhere), commit.
-    ok &= att_->PrepareChunksBatched(ids).ok();
+    ok &= att_->PrepareChunksBatched(cohort_slots).ok();
     ok &= att_->PadCohort(64).ok();
     att_->UpdateDeviceMirror(stream());
     for (int l = 0; l < config_.num_layers; ++l) ok &= !att_->GetPagedKvCache(l).k_cache.empty();
-    ok &= att_->CachedFrames(ids).ok();
-    ok &= cnn_->Gather(ids, cnn_batch.view(), stream()).ok();
+    ok &= att_->CachedFrames(cohort_slots).ok();
+    const SlotStateView cnn_view = cnn_->states().View(0, cohort_slots);
+    ok &= cnn_view.Gather(cnn_batch.view(), stream()).ok();
     const SlotStateView tail_view = states_->View(0, cohort_slots);
     ok &= tail_view.Gather(tails.view(), stream()).ok();
-    for (int64_t id : ids) {
-      ok &= att_->GetPagedStateViews(id).ok();
-      ok &= !*att_->AtCapacity(id);
-      ok &= att_->CommitChunkPaged(id, config_.chunk_size).ok();
+    for (const int32_t slot : cohort_slots) {
+      ok &= att_->GetPagedStateViews(slot).ok();
+      ok &= !*att_->AtCapacity(slot);
+      ok &= att_->CommitChunkPaged(slot, config_.chunk_size).ok();
     }
-    ok &= cnn_->Scatter(ids, cnn_batch.view(), stream()).ok();
+    ok &= cnn_view.Scatter(cnn_batch.view(), stream()).ok();
     ok &= tail_view.Scatter(tails.view(), stream()).ok();
     // The single stream, through its context.
     ok &= ctx.PrepareChunk().ok();
     ctx.UpdateDeviceMirror();
     ok &= ctx.GetPagedStateViews().ok();
-    ok &= ctx.GetCnnCache(cnn_one.view()).ok();
-    ok &= ctx.CommitChunkPaged(config_.chunk_size, cnn_one.view()).ok();
+    ok &= cnn_->states().Gather(0, one_slot, cnn_one.view(), stream()).ok();
+    ok &= ctx.CommitChunkPaged(config_.chunk_size).ok();
+    ok &= cnn_->states().Scatter(0, one_slot, cnn_one.view(), stream()).ok();
     ok &= ctx.CachedFrames().ok();
-    absl::StatusOr<StreamHandle> decoder = ctx.GetDecoder();
-    ok &= decoder.ok() && decoder->DecodeChunk(log_probs.view()).ok();
   };
   for (int i = 0; i < 8; ++i) step();  // Warm-up: eviction reaches its steady state.
   ASSERT_TRUE(ok);
@@ -109,7 +102,7 @@ TEST_P(SteadyStateTest, TheChunkLoopPerformsNoHeapAllocation) {
   EXPECT_EQ(allocations, 0) << "heap allocations in " << kSteps << " steady-state steps";
   // Two steps per iteration (the cohort's and the context's): one copy each on CUDA.
   EXPECT_EQ(att_->mirror().num_copies() - copies_before, on_cuda() ? 2 * kSteps : 0);
-  EXPECT_EQ(*att_->CachedFrames(ids), config_.retained_frames());
+  EXPECT_EQ(*att_->CachedFrames(cohort_slots), config_.retained_frames());
   // The counter itself works.
   const int64_t before = testing::HeapAllocations();
   std::vector<int>* probe = new std::vector<int>(3);
@@ -140,9 +133,11 @@ struct Gate {
 TEST_P(SteadyStateTest, StepsNeverWaitForTheGpu) {
   if (!on_cuda()) GTEST_SKIP() << "the CPU mirror involves no device";
 #if OASR_WITH_CUDA
-  std::vector<int64_t> ids(32);
-  std::iota(ids.begin(), ids.end(), 0);
-  for (int64_t id : ids) ASSERT_TRUE(att_->AllocateStream(id, *slots_->Acquire(), stream()).ok());
+  std::vector<int32_t> slots(32);
+  for (int32_t& slot : slots) {
+    slot = *slots_->Acquire();
+    ASSERT_TRUE(att_->AllocateSlot(slot, stream()).ok());
+  }
   att_->UpdateDeviceMirror(stream());
   Sync();
   // Block the stream, then run as many steps as there are staging buffers:
@@ -151,9 +146,9 @@ TEST_P(SteadyStateTest, StepsNeverWaitForTheGpu) {
   Gate gate;
   ASSERT_EQ(cudaLaunchHostFunc(stream(), &Gate::Wait, &gate), cudaSuccess);
   for (int s = 0; s < BlockTableMirror::kStagingDepth; ++s) {
-    ASSERT_TRUE(att_->PrepareChunksBatched(ids).ok());
+    ASSERT_TRUE(att_->PrepareChunksBatched(slots).ok());
     att_->UpdateDeviceMirror(stream());
-    for (int64_t id : ids) ASSERT_TRUE(att_->CommitChunkPaged(id, 4).ok());
+    for (int32_t slot : slots) ASSERT_TRUE(att_->CommitChunkPaged(slot, 4).ok());
   }
   gate.open = true;
   Sync();

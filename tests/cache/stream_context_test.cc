@@ -6,13 +6,13 @@
 #include <optional>
 #include <vector>
 
+#include "cache/cnn_cache_manager.h"
 #include "tests/cache/cache_test_util.h"
+#include "tests/cache/dense_kv_oracle.h"
 
 namespace oasr::cache {
 namespace {
 
-using testing::GreedyCtcDecoder;
-using testing::GreedyCtcState;
 using ::testing::HasSubstr;
 
 class StreamContextTest : public testing::CacheDeviceTest {
@@ -24,30 +24,36 @@ class StreamContextTest : public testing::CacheDeviceTest {
     config_.num_left_chunks = 2;
     pool_ = *BlockPool::Create(config_, 1);
     att_ = *AttentionCacheManager::Create(pool_.get(), 1);
-    cnn_ = *CnnCacheManager::Create(config_, 1);
-    states_ = *SlotStateCache::Create({{"prompt", Shape{1}, 0, true, DType::kInt32}},
-                                      config_.max_batch_size + 1, device());
+    // The conv context as a model declares it, next to a persistent state.
+    std::vector<StreamStateSpec> specs = {CnnCacheManager::Spec(config_),
+                                          {"prompt", Shape{1}, 0, true, DType::kInt32}};
+    states_ = *SlotStateCache::Create(specs, config_.max_batch_size + 1, device());
     slots_.emplace(config_.max_batch_size, 1);
-    managers_ = {&*slots_, att_.get(), cnn_.get(), states_.get(), &ctc_};
+    managers_ = {&*slots_, att_.get(), states_.get()};
+  }
+  // The conv context of `slot`.
+  std::vector<float> Conv(int slot) {
+    Tensor out = *Tensor::Zeros(states_->CohortShape(0, 1), DType::kFloat32, device());
+    const std::vector<int32_t> one = {slot};
+    EXPECT_TRUE(states_->Gather(0, one, out.view(), stream()).ok());
+    return Read<float>(out.view());
   }
 
   CacheConfig config_;
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<AttentionCacheManager> att_;
-  std::unique_ptr<CnnCacheManager> cnn_;
   std::unique_ptr<SlotStateCache> states_;
   std::optional<StreamSlotPool> slots_;
-  GreedyCtcDecoder decoder_{4};
-  CtcStateCacheManager ctc_{&decoder_};
   CacheManagers managers_;
 };
 
 TEST_P(StreamContextTest, TheHotLoopReadsCleanlyThroughOneHandle) {
   StreamContext ctx = *StreamContext::Allocate(42, managers_, stream());
+  EXPECT_EQ(ctx.stream_id(), 42);
   EXPECT_EQ(ctx.slot(), 0);
-  Tensor new_cnn = *Tensor::Empty(cnn_->CohortShape(1), DType::kFloat32, device());
-  Tensor cnn_out = *Tensor::Empty(cnn_->CohortShape(1), DType::kFloat32, device());
-  Tensor log_probs = *Tensor::Zeros({4, 4}, DType::kFloat32);
+  EXPECT_TRUE(att_->IsBound(0));
+  Tensor new_cnn = *Tensor::Empty(states_->CohortShape(0, 1), DType::kFloat32, device());
+  const std::vector<int32_t> slot = {ctx.slot()};
   for (int chunk = 0; chunk < 4; ++chunk) {
     ASSERT_FALSE(*ctx.AtCapacity());
     ASSERT_TRUE(ctx.PrepareChunk().ok());
@@ -55,22 +61,13 @@ TEST_P(StreamContextTest, TheHotLoopReadsCleanlyThroughOneHandle) {
     const PagedStateViews views = *ctx.GetPagedStateViews();
     EXPECT_EQ(Read<int32_t>(views.cache_seqlens)[0], std::min(chunk * 4, 8));
     EXPECT_EQ(ctx.GetAttCaches(0).cohort_slots.numel(), 1);
-    ASSERT_TRUE(ctx.GetCnnCache(cnn_out.view()).ok());
-    EXPECT_EQ(Read<float>(cnn_out.view()),
-              std::vector<float>(30, chunk == 0 ? 0.0f : chunk - 1.0f));
+    // What the model reads of the conv context by slot, then overwrites.
+    EXPECT_EQ(Conv(ctx.slot()), std::vector<float>(30, chunk == 0 ? 0.0f : chunk - 1.0f));
     Write<float>(new_cnn.view(), std::vector<float>(30, static_cast<float>(chunk)));
-    ASSERT_TRUE(ctx.CommitChunkPaged(4, new_cnn.view()).ok());
-    for (int t = 0; t < 4; ++t) {
-      for (int v = 0; v < 4; ++v)
-        log_probs.data<float>()[t * 4 + v] = v == (chunk + 1) % 4 ? 0 : -9;
-    }
-    ASSERT_TRUE(ctx.GetDecoder()->DecodeChunk(log_probs.view()).ok());
+    ASSERT_TRUE(states_->Scatter(0, slot, new_cnn.view(), stream()).ok());
+    ASSERT_TRUE(ctx.CommitChunkPaged(4).ok());
   }
   EXPECT_EQ(*ctx.CachedFrames(), 8);
-  StreamHandle decoder = *ctx.GetDecoder();
-  ASSERT_TRUE(decoder.FinalizeStream().ok());
-  EXPECT_EQ(static_cast<const GreedyCtcState&>(decoder.state()).tokens,
-            (std::vector<int>{1, 2, 3}));
   ASSERT_TRUE(ctx.Free().ok());
 }
 
@@ -86,18 +83,19 @@ TEST_P(StreamContextTest, FreeReleasesEverythingExactlyOnce) {
   EXPECT_EQ(pool_->num_free_blocks(), 64);
   EXPECT_EQ(slots_->num_free(), 8);
   EXPECT_EQ(att_->num_streams(), 0);
-  EXPECT_EQ(cnn_->num_streams(), 0);
-  EXPECT_EQ(ctc_.num_streams(), 0);
-  EXPECT_EQ(ctc_.num_pooled(), 1);
+  EXPECT_FALSE(att_->IsBound(0));
   const absl::Status again = ctx.Free();
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(again.message()), HasSubstr("already freed"));
   EXPECT_EQ(ctx.PrepareChunk().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ctx.CommitChunkPaged(1).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(slots_->num_free(), 8);
-  // The slot and the decoder state serve the next stream.
+  // The slot serves the next stream, its conv context zeroed again.
+  Write<float>(states_->buffer(0), std::vector<float>(states_->buffer(0).numel(), 3.0f));
   StreamContext next = *StreamContext::Allocate(2, managers_, stream());
   EXPECT_EQ(next.slot(), 0);
-  EXPECT_EQ(decoder_.created(), 1);
+  EXPECT_EQ(Conv(0), std::vector<float>(30, 0.0f));
+  EXPECT_EQ(Conv(1), std::vector<float>(30, 3.0f));
 }
 
 TEST_P(StreamContextTest, DestructionAndMoveFreeOnce) {
@@ -111,19 +109,25 @@ TEST_P(StreamContextTest, DestructionAndMoveFreeOnce) {
   }
   EXPECT_EQ(pool_->num_free_blocks(), 64);
   EXPECT_EQ(slots_->num_free(), 8);
-  EXPECT_EQ(ctc_.num_streams(), 0);
+  EXPECT_EQ(att_->num_streams(), 0);
 }
 
 TEST_P(StreamContextTest, AFailedAllocationReleasesWhatItClaimed) {
-  ASSERT_TRUE(ctc_.AllocateStream(5).ok());  // The decoder already knows id 5.
-  const absl::StatusOr<StreamContext> ctx = StreamContext::Allocate(5, managers_, stream());
-  EXPECT_EQ(ctx.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(slots_->num_free(), 8);
-  EXPECT_EQ(att_->num_streams(), 0);
-  EXPECT_EQ(cnn_->num_streams(), 0);
+  // States with rows for two slots only: the third stream's slot and
+  // attention rows are claimed, then its states cannot be zeroed.
+  auto few = *SlotStateCache::Create({CnnCacheManager::Spec(config_)}, 2, device());
+  const CacheManagers short_states{&*slots_, att_.get(), few.get()};
+  StreamContext a = *StreamContext::Allocate(1, short_states, stream());
+  StreamContext b = *StreamContext::Allocate(2, short_states, stream());
+  const absl::StatusOr<StreamContext> c = StreamContext::Allocate(3, short_states, stream());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("stream 3"));
+  EXPECT_EQ(slots_->num_free(), 6);
+  EXPECT_EQ(att_->num_streams(), 2);
+  EXPECT_FALSE(att_->IsBound(2));
   // Slots run out as a status.
   std::vector<StreamContext> live;
-  for (int64_t id = 100; id < 108; ++id)
+  for (int64_t id = 100; id < 106; ++id)
     live.push_back(*StreamContext::Allocate(id, managers_, stream()));
   const absl::Status full = StreamContext::Allocate(200, managers_, stream()).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
@@ -133,26 +137,42 @@ TEST_P(StreamContextTest, AFailedAllocationReleasesWhatItClaimed) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_P(StreamContextTest, ABadConvUpdateChangesNothing) {
+TEST_P(StreamContextTest, APrefillThatCannotBeHadReleasesTheSlot) {
+  CacheConfig c = config_;
+  c.prefill_kv_window = true;
+  c.max_num_blocks = c.min_pool_blocks();
+  auto pool = *BlockPool::Create(c, 1);
+  auto att = *AttentionCacheManager::Create(pool.get(), 1);
+  const CacheManagers managers{&*slots_, att.get(), states_.get()};
+  std::vector<int32_t> taken(pool->num_free_blocks() - 1);  // Another user of the pool.
+  ASSERT_TRUE(pool->Allocate(taken).ok());
+  const absl::Status s = StreamContext::Allocate(1, managers, stream()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(slots_->num_free(), 8);
+  EXPECT_EQ(att->num_streams(), 0);
+}
+
+TEST_P(StreamContextTest, ABadCommitChangesNothing) {
   StreamContext ctx = *StreamContext::Allocate(1, managers_, stream());
+  EXPECT_EQ(ctx.CommitChunkPaged(4).code(), absl::StatusCode::kFailedPrecondition);  // No Prepare.
   ASSERT_TRUE(ctx.PrepareChunk().ok());
-  Tensor wrong = *Tensor::Zeros({2, 1, 3, 4}, DType::kFloat32, device());
-  const absl::Status s = ctx.CommitChunkPaged(4, wrong.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("[2, 1, 3, 5]"));
+  EXPECT_EQ(ctx.CommitChunkPaged(5).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*ctx.CachedFrames(), 0);
   ASSERT_TRUE(ctx.CommitChunkPaged(4).ok());
   EXPECT_EQ(*ctx.CachedFrames(), 4);
 }
 
-TEST_P(StreamContextTest, DenseModeThroughTheContext) {
+// Dense chunks appended to the context's slot come back, through the dense
+// oracle, as the dense cache a forward_chunk would hold.
+TEST_P(StreamContextTest, TheContextsSlotHoldsWhatADenseCacheWould) {
   StreamContext ctx = *StreamContext::Allocate(1, managers_, stream());
   Tensor kv = *Tensor::Empty({2, 2, 4, 6}, DType::kFloat32, device());
   std::vector<float> values(kv.numel());
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
   Write<float>(kv.view(), values);
-  ASSERT_TRUE(ctx.CommitChunk(kv.view()).ok());
-  const Tensor stacked = *ctx.GetAttCache();
+  ASSERT_TRUE(testing::AppendDenseChunk(*att_, ctx.slot(), kv.view(), stream()).ok());
+  EXPECT_EQ(*ctx.CachedFrames(), 4);
+  const Tensor stacked = *testing::GatherDenseHistory(*att_, ctx.slot(), stream());
   EXPECT_EQ(stacked.shape(), (Shape{2, 2, 4, 6}));
   EXPECT_EQ(Read<float>(stacked.view()), values);
 }

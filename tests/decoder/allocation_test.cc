@@ -1,7 +1,8 @@
 // Proves that decoding reuses memory: once a state has decoded an utterance,
 // decoding an utterance like it again after ResetState performs no heap
-// allocation at all, chunk after chunk. Counts every operator new of the
-// process (hence its own test binary).
+// allocation at all, chunk after chunk -- and so does a state recycled
+// through the engine's DecoderStatePool, taking and giving back included.
+// Counts every operator new of the process (hence its own test binary).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "decoder/ctc_decoder.h"
+#include "decoder/decoder_state_pool.h"
 #include "decoder/synthetic_log_probs.h"
 
 // GCC's -Wmismatched-new-delete cannot see that operator new below is
@@ -41,8 +43,7 @@ std::shared_ptr<const SymbolTable> Units() {
 }
 
 // Allocations made while decoding `lp` chunk by chunk.
-long AllocationsWhileDecoding(CtcDecoder& decoder, cache::DecoderState& state,
-                              std::vector<float>& lp) {
+long AllocationsWhileDecoding(CtcDecoder& decoder, DecoderState& state, std::vector<float>& lp) {
   const int frames = static_cast<int>(lp.size() / kV);
   long total = 0;
   for (int t = 0; t < frames; t += kChunk) {
@@ -79,6 +80,39 @@ TEST(DecoderAllocationTest, SteadyStateDecodingDoesNotAllocate) {
     decoder->ResetState(*state);
     EXPECT_EQ(AllocationsWhileDecoding(*decoder, *state, other), 0);
   }
+}
+
+// Streams as the engine runs them: a state taken from the pool at admission,
+// decoded chunk by chunk, given back at the end. Once the pool's states have
+// each decoded one utterance, none of it allocates.
+TEST(DecoderAllocationTest, PooledStatesAreTakenDecodedAndGivenBackWithoutAllocating) {
+  CtcDecoderConfig config;
+  config.stream.endpoint.enabled = false;
+  auto decoder = *CtcDecoder::Create(config, Units());
+  DecoderStatePool pool(decoder.get(), 2);
+  SyntheticLogProbsOptions gen;
+  gen.num_frames = 1500;
+  gen.vocab_size = kV;
+  gen.peak = 4.0f;
+  std::vector<float> lp = SyntheticLogProbs(gen);
+  {
+    // Warm-up: both pooled states size their buffers once.
+    std::unique_ptr<DecoderState> a = pool.Acquire(), b = pool.Acquire();
+    AllocationsWhileDecoding(*decoder, *a, lp);
+    AllocationsWhileDecoding(*decoder, *b, lp);
+    pool.Release(std::move(a));
+    pool.Release(std::move(b));
+  }
+  for (int stream = 0; stream < 6; ++stream) {
+    long before = g_allocations.load();
+    std::unique_ptr<DecoderState> state = pool.Acquire();
+    EXPECT_EQ(g_allocations.load() - before, 0) << "Acquire, stream " << stream;
+    EXPECT_EQ(AllocationsWhileDecoding(*decoder, *state, lp), 0) << "stream " << stream;
+    before = g_allocations.load();
+    pool.Release(std::move(state));
+    EXPECT_EQ(g_allocations.load() - before, 0) << "Release, stream " << stream;
+  }
+  EXPECT_EQ(pool.num_created(), 2);
 }
 
 TEST(DecoderAllocationTest, AllocationCounterWorks) {

@@ -58,7 +58,7 @@ CtcDecoderConfig NoEndpoint() {
 }
 
 // Decodes `lp` in chunks of `chunk` frames.
-void Feed(CtcDecoder& decoder, cache::DecoderState& state, std::vector<float>& lp, int chunk) {
+void Feed(CtcDecoder& decoder, DecoderState& state, std::vector<float>& lp, int chunk) {
   const int frames = static_cast<int>(lp.size()) / kV;
   for (int t = 0; t < frames; t += chunk) {
     const int n = std::min(chunk, frames - t);
@@ -188,7 +188,7 @@ TEST(CtcDecoderTest, BatchedDecodingEqualsOneStreamAtATime) {
   constexpr int kStreams = 4, kChunk = 16;
   const int lengths[kStreams] = {100, 37, 64, 0};
   std::vector<std::vector<float>> inputs;
-  std::vector<std::unique_ptr<cache::DecoderState>> batched, single;
+  std::vector<std::unique_ptr<DecoderState>> batched, single;
   for (int b = 0; b < kStreams; ++b) {
     SyntheticLogProbsOptions gen;
     gen.num_frames = lengths[b];
@@ -200,7 +200,7 @@ TEST(CtcDecoderTest, BatchedDecodingEqualsOneStreamAtATime) {
     single.push_back(decoder->CreateState());
     Feed(*decoder, *single[b], inputs[b], kChunk);
   }
-  std::vector<cache::DecoderState*> states;
+  std::vector<DecoderState*> states;
   for (auto& s : batched) states.push_back(s.get());
   std::vector<float> padded(kStreams * kChunk * kV);
   for (int t = 0; t < 100; t += kChunk) {
@@ -226,9 +226,9 @@ TEST(CtcDecoderTest, DecodeChunksChecksEverythingFirst) {
   ASSERT_TRUE(decoder->FinalizeStream(*done).ok());
   std::vector<float> lp(2 * 3 * kV, std::log(1.0f / kV));
   const TensorView view(lp.data(), DType::kFloat32, Shape{2, 3, kV}, Device::Cpu());
-  std::vector<cache::DecoderState*> dup = {a.get(), a.get()};
-  std::vector<cache::DecoderState*> ok = {a.get(), b.get()};
-  std::vector<cache::DecoderState*> finished = {a.get(), done.get()};
+  std::vector<DecoderState*> dup = {a.get(), a.get()};
+  std::vector<DecoderState*> ok = {a.get(), b.get()};
+  std::vector<DecoderState*> finished = {a.get(), done.get()};
   const std::vector<int32_t> counts = {3, 2};
   EXPECT_EQ(decoder->DecodeChunks(dup, view, counts).message(), "states[1] appears twice");
   EXPECT_EQ(decoder->DecodeChunks(ok, view, std::vector<int32_t>{3, 4}).message(),

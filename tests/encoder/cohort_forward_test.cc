@@ -15,6 +15,7 @@
 #include "encoder/npy_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cache/dense_kv_oracle.h"
 #include "tests/encoder/test_util.h"
 
 namespace oasr::encoder {
@@ -164,16 +165,16 @@ int RunCohorts(ConformerEncoder& encoder, PagedCaches& caches, std::vector<Twin>
   int max_batch = 0;
   for (int64_t step = 0;; ++step) {
     std::vector<Twin*> active;
-    std::vector<int64_t> ids;
+    std::vector<int32_t> slots;
     for (Twin& t : twins) {
       if (step >= t.start_step && HasChunk(c, t)) {
         active.push_back(&t);
-        ids.push_back(t.id);
+        slots.push_back(t.slot);
       }
     }
     if (active.empty()) break;
     max_batch = std::max<int>(max_batch, static_cast<int>(active.size()));
-    EXPECT_TRUE(caches.attention->PrepareChunksBatched(ids).ok());
+    EXPECT_TRUE(caches.attention->PrepareChunksBatched(slots).ok());
     caches.attention->UpdateDeviceMirror(nullptr);
     Staged staged;
     staged.feats.assign(active.size() * window * c.input_dim, 0.0f);
@@ -200,7 +201,7 @@ int RunCohorts(ConformerEncoder& encoder, PagedCaches& caches, std::vector<Twin>
       const int64_t rows = staged.frames[b];
       const float* row_lp = log_probs.data() + b * chunk * c.output_dim;
       t.paged_log_probs.insert(t.paged_log_probs.end(), row_lp, row_lp + rows * c.output_dim);
-      EXPECT_TRUE(caches.attention->CommitChunkPaged(t.id, rows).ok());
+      EXPECT_TRUE(caches.attention->CommitChunkPaged(t.slot, rows).ok());
 
       DenseChunkInput dense;
       dense.feats = t.feats.view().Slice(t.next_feat, feat_frames[b]);
@@ -219,7 +220,7 @@ int RunCohorts(ConformerEncoder& encoder, PagedCaches& caches, std::vector<Twin>
 
       // The pool holds what the dense cache holds (after a final short chunk
       // it may keep up to a block more, never less).
-      auto stacked = caches.attention->GetStackedCache(t.id, nullptr);
+      auto stacked = cache::testing::GatherDenseHistory(*caches.attention, t.slot, nullptr);
       EXPECT_TRUE(stacked.ok()) << stacked.status();
       const int64_t kept = t.att_cache.dim(2), have = stacked->dim(2);
       if (rows == chunk) {
@@ -270,7 +271,7 @@ TEST_F(CohortForwardTest, OneStreamMatchesReference) {
   for (const auto& run : fixture_["runs"]) {
     const int chunk = run["chunk_size"], left = run["num_left_chunks"];
     PagedCaches caches(*encoder_, chunk, left);
-    ASSERT_TRUE(caches.attention->AllocateStream(7, 3, nullptr).ok());
+    ASSERT_TRUE(caches.attention->AllocateSlot(3, nullptr).ok());
     std::vector<Twin> twins;
     twins.push_back(MakeTwin(*encoder_.encoder, 7, 3, LoadFeats(fixture_, *model_), 0, 0));
     RunCohorts(*encoder_.encoder, caches, twins, chunk, left);
@@ -299,7 +300,7 @@ TEST_F(CohortForwardTest, CohortOfMixedOffsetsMatchesDense) {
       const int64_t begin = k * 37, end = all.dim(0) - k * 53;
       auto feats = Tensor::Empty({end - begin, 80}, DType::kFloat32);
       ASSERT_TRUE(CopyTensor(feats->view(), all.view().Slice(begin, end - begin)).ok());
-      ASSERT_TRUE(caches.attention->AllocateStream(100 + k, slots[k], nullptr).ok());
+      ASSERT_TRUE(caches.attention->AllocateSlot(slots[k], nullptr).ok());
       twins.push_back(MakeTwin(*encoder_.encoder, 100 + k, slots[k], std::move(*feats),
                                /*offset=*/k == 3 ? 500 : 0, /*start_step=*/3 * k));
     }
@@ -319,9 +320,9 @@ TEST_F(CohortForwardTest, RejectsBadInputsBeforeWriting) {
   const ModelConfig& c = model_->config();
   const int chunk = 4;
   PagedCaches caches(*encoder_, chunk, -1);
-  ASSERT_TRUE(caches.attention->AllocateStream(1, 0, nullptr).ok());
-  const int64_t one = 1;
-  ASSERT_TRUE(caches.attention->PrepareChunksBatched({&one, 1}).ok());
+  ASSERT_TRUE(caches.attention->AllocateSlot(0, nullptr).ok());
+  const int32_t slot = 0;
+  ASSERT_TRUE(caches.attention->PrepareChunksBatched({&slot, 1}).ok());
   caches.attention->UpdateDeviceMirror(nullptr);
   Tensor feats = LoadFeats(fixture_, *model_);
   Staged staged;

@@ -57,8 +57,8 @@ Cohort MakeCohort(std::mt19937& rng, std::vector<int32_t> frames) {
   return c;
 }
 
-void ExpectSameTranscript(const decoder::CtcDecoder& dec, const cache::DecoderState& got,
-                          const cache::DecoderState& want, size_t row) {
+void ExpectSameTranscript(const decoder::CtcDecoder& dec, const decoder::DecoderState& got,
+                          const decoder::DecoderState& want, size_t row) {
   const decoder::DecodeResult a = dec.PartialResult(got), b = dec.PartialResult(want);
   ASSERT_EQ(a.nbest.size(), b.nbest.size()) << "row " << row;
   for (size_t n = 0; n < a.nbest.size(); ++n) {
@@ -73,8 +73,8 @@ TEST(CohortDecodeTest, FullAndShortChunksMatchDecodingAlone) {
   std::mt19937 rng(3);
   // Short chunks (a stream's last) anywhere.
   const std::vector<int32_t> frames = {4, 4, 2, 4, 1, 3, 4, 4};
-  std::vector<std::unique_ptr<cache::DecoderState>> batched, alone;
-  std::vector<cache::DecoderState*> states;
+  std::vector<std::unique_ptr<decoder::DecoderState>> batched, alone;
+  std::vector<decoder::DecoderState*> states;
   for (size_t i = 0; i < frames.size(); ++i) {
     batched.push_back(dec->CreateState());
     alone.push_back(dec->CreateState());
@@ -96,7 +96,7 @@ TEST(CohortDecodeTest, AFailingStreamFailsAloneAndSkippedRowsAreUntouched) {
   auto dec = MakeDecoder();
   std::mt19937 rng(5);
   const std::vector<int32_t> frames = {4, 4, 4, 2, 4};
-  std::vector<std::unique_ptr<cache::DecoderState>> batched, alone;
+  std::vector<std::unique_ptr<decoder::DecoderState>> batched, alone;
   for (size_t i = 0; i < frames.size(); ++i) {
     batched.push_back(dec->CreateState());
     alone.push_back(dec->CreateState());
@@ -104,8 +104,8 @@ TEST(CohortDecodeTest, AFailingStreamFailsAloneAndSkippedRowsAreUntouched) {
   // Row 1 has finished (DecodeChunks refuses the whole run for it); row 3 is
   // skipped (its commit failed in the engine), though its frames are there.
   ASSERT_TRUE(dec->FinalizeStream(*batched[1]).ok());
-  std::vector<cache::DecoderState*> states = {batched[0].get(), batched[1].get(), batched[2].get(),
-                                              nullptr, batched[4].get()};
+  std::vector<decoder::DecoderState*> states = {batched[0].get(), batched[1].get(),
+                                                batched[2].get(), nullptr, batched[4].get()};
   Cohort c = MakeCohort(rng, frames);
   std::vector<absl::Status> status(frames.size(), absl::InternalError("unset"));
   ASSERT_TRUE(DecodeCohort(*dec, states, c.frames, c.View(), nullptr, status).ok());
@@ -124,7 +124,7 @@ TEST(CohortDecodeTest, DeviceLogProbsNeedAContext) {
   std::mt19937 rng(7);
   Cohort c = MakeCohort(rng, {4});
   auto state = dec->CreateState();
-  std::vector<cache::DecoderState*> states = {state.get()};
+  std::vector<decoder::DecoderState*> states = {state.get()};
   std::vector<absl::Status> status(1);
   const TensorView on_gpu(c.padded.data(), DType::kFloat32, {1, kT, kV}, Device::Cuda(0));
   EXPECT_EQ(DecodeCohort(*dec, states, c.frames, on_gpu, nullptr, status).code(),

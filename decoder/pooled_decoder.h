@@ -1,7 +1,7 @@
-// The small decoder-state interface that CtcStateCacheManager pools behind.
-// A streaming CTC decoder (decoder/) implements it; the cache layer only
-// creates, resets, feeds and finalises states through it and never looks
-// inside them.
+// The small interface a streaming decoder implements so that its per-stream
+// states can be pooled (DecoderStatePool) and driven by the engine without
+// knowing their type: create, reset, feed and finalise. CtcDecoder is the
+// implementation; the pool and the engine never look inside a state.
 #pragma once
 
 #include <memory>
@@ -9,10 +9,10 @@
 #include "absl/status/status.h"
 #include "common/tensor.h"
 
-namespace oasr::cache {
+namespace oasr::decoder {
 
 // Per-stream decoder state. Concrete decoders derive their own state type and
-// downcast the pointers they are handed back (they created them).
+// downcast the references they are handed back (they created them).
 class DecoderState {
  public:
   virtual ~DecoderState() = default;
@@ -20,13 +20,14 @@ class DecoderState {
 
 // A decoder whose per-stream state can be pooled and reused.
 //
-// Thread-safety: none; called from the engine's scheduler thread only.
+// Thread-safety: the implementation's; the engine calls it from its
+// scheduler thread only.
 class PooledDecoder {
  public:
   virtual ~PooledDecoder() = default;
 
   // A fresh state, ready to decode the first chunk of a stream. The caller
-  // owns it. Allocates; called only when the pool is empty.
+  // owns it. Allocates; a pool calls it only when it has no state left.
   virtual std::unique_ptr<DecoderState> CreateState() = 0;
 
   // Returns `state` to exactly what CreateState returns, reusing its memory
@@ -42,4 +43,4 @@ class PooledDecoder {
   virtual absl::Status FinalizeStream(DecoderState& state) = 0;
 };
 
-}  // namespace oasr::cache
+}  // namespace oasr::decoder
