@@ -92,12 +92,12 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
                                                         DType::kFloat32, ctx.device()));
   const size_t need = model.WorkspaceBytes(batch);
   if (ctx.workspace().capacity() < need) OASR_RETURN_IF_ERROR(ctx.ReserveWorkspace(need, 0));
-  std::vector<int64_t> ids(batch);
+  std::vector<int32_t> slots(batch);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (int b = 0; b < batch; ++b) {
-    ids[b] = b;
-    OASR_RETURN_IF_ERROR(attention->AllocateStream(b, b, ctx.stream()));
+    slots[b] = b;
+    OASR_RETURN_IF_ERROR(attention->AllocateSlot(b, ctx.stream()));
     staging->slots()[b] = b;
     staging->frames()[b] = g.chunk_size;
     float* f = staging->feats(b);
@@ -106,7 +106,7 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
   std::vector<TensorView> state_views;
   for (int i = 0; i < states->num_specs(); ++i) state_views.push_back(states->buffer(i));
   auto step = [&](bool commit) -> absl::Status {
-    OASR_RETURN_IF_ERROR(attention->PrepareChunksBatched(ids));
+    OASR_RETURN_IF_ERROR(attention->PrepareChunksBatched(slots));
     attention->UpdateDeviceMirror(ctx.stream());
     OASR_RETURN_IF_ERROR(staging->Upload(batch, ctx.stream()));
     const cache::BlockTableMirror& m = attention->mirror();

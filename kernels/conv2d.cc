@@ -150,8 +150,13 @@ absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const 
   }
   const int64_t rows = t_out * f_out;
   const int64_t cout = options_.out_channels;
+  // A fused first stage reads the one-channel float32 input.
+  const int64_t in_channels = fused_ ? 1 : options_.in_channels;
+  if (fused_ && args.in_dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError("Conv2dOp: a fused first stage reads float32 input");
+  }
   const size_t in_image =
-      static_cast<size_t>(args.h * args.w * options_.in_channels) * DTypeSize(args.in_dtype);
+      static_cast<size_t>(args.h * args.w * in_channels) * DTypeSize(args.in_dtype);
   const size_t out_image = static_cast<size_t>(rows * cout) * DTypeSize(options_.dtype);
   Arena& arena = ctx.workspace();
   const size_t mark = arena.mark();

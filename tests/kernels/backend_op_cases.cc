@@ -727,6 +727,8 @@ std::vector<OpCase> AllCases() {
   cases.push_back(Conv2dCase(2, 50, 39, 32, 48, 5, 3));
   cases.push_back(FusedStemCase(2, 67, 80, 64, 64, 3, 2));
   cases.push_back(FusedStemCase(1, 101, 80, 32, 48, 5, 3));
+  // Enough images that the patches come in several groups (96 MiB each).
+  cases.push_back(FusedStemCase(80, 67, 80, 256, 16, 3, 2));
   // Norms.
   cases.push_back(LayerNormCase(1, 256, false, false));
   cases.push_back(LayerNormCase(1000, 256, false, true));

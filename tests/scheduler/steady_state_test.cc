@@ -81,7 +81,7 @@ int64_t AllocationsBetween(Engine& engine, const std::vector<int16_t>& audio, in
   return allocations;
 }
 
-TEST(EngineSteadyStateTest, DISABLED_ATickAllocatesNothingOnTheHeap) {
+TEST(EngineSteadyStateTest, ATickAllocatesNothingOnTheHeap) {
   ModelOptions options;
   options.model_dir = kModelDir;
   EngineConfig config;

@@ -56,7 +56,7 @@ if has step; then
   [ -d /tmp/wenet_model ] || python3 bench/encoder_torch.py write-model /tmp/wenet_model > /dev/null 2>&1
   for m in models/en-conformer-ctc /tmp/wenet_model; do
     step "oasr-bench-step $(basename "$m")"
-    "$bin/oasr-bench-step" --model-dir "$m" --device cuda --dtype bfloat16 2>&1 | tee -a "$out/step.txt"
+    "$bin/oasr-bench-step" --model-dir "$m" --device cuda --dtype bfloat16 2>&1 | tee -a "$final/step.txt"
   done
 fi
 if has memcheck; then
@@ -74,12 +74,34 @@ if has profile; then
   done
   cuobjdump -sass "$bundle/lib/liboasr_kernels.so" | grep -E "Function : |HMMA" | grep -B1 HMMA | grep Function | head -20
 fi
-if has torch || has compile; then
-  modes=eager; has compile && modes=eager,compile
-  for m in models/en-conformer-ctc /tmp/wenet_model; do
-    step "torch $(basename "$m") $modes"
-    timeout 900 python3 bench/gpu/torch_step.py --model-dir "$m" --modes "$modes" 2>&1 | grep -v Warning | tee -a "$out/torch_step.txt"
+if has server; then
+  step "oasr-server on cuda: the samples over gRPC"
+  rm -f /tmp/ports.json
+  "$bin/oasr-server" --device cuda --address 127.0.0.1 --port 0 --metrics-port -1 \
+    --port-file /tmp/ports.json --model-dir models/en-conformer-ctc > "$out/server.log" 2>&1 &
+  spid=$!
+  for i in $(seq 1 120); do [ -s /tmp/ports.json ] && break; sleep 0.5; done
+  port=$(python3 -c "import json; print(json.load(open('/tmp/ports.json'))['grpc_port'])")
+  "$bin/oasr-client" --server 127.0.0.1:$port info | tee -a "$final/server_samples.txt"
+  for f in samples/*.wav; do
+    echo "== $f" >> "$final/server_samples.txt"
+    "$bin/oasr-client" --server 127.0.0.1:$port stream --fast --no-interim "$f" 2>&1 | grep -i final | tail -3 | tee -a "$final/server_samples.txt"
   done
+  kill $spid; wait $spid
+  grep -E "engine on|computes on|pool" "$out/server.log" | head -5 | tee -a "$final/server_samples.txt"
+fi
+if has torch || has compile; then
+  for m in models/en-conformer-ctc /tmp/wenet_model; do
+    step "torch $(basename "$m") eager"
+    timeout 120 python3 bench/gpu/torch_step.py --model-dir "$m" --modes eager 2>&1 | grep -v Warning | tee -a "$final/torch_step.txt"
+  done
+  if has compile; then
+    for m in models/en-conformer-ctc /tmp/wenet_model; do
+      step "torch $(basename "$m") compile"
+      timeout 200 python3 bench/gpu/torch_step.py --model-dir "$m" --modes compile --batches 64,512,2048,8192 \
+        2>&1 | grep -v -i warn | tee -a "$final/torch_step.txt"
+    done
+  fi
 fi
 if has kernels; then
   step "oasr-bench-kernels"
