@@ -179,14 +179,15 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
 
 int Main(int argc, char** argv) {
   CLI::App app{"oasr-bench-step: one batched chunk step of the streaming encoder for B streams"};
-  std::string model_dir = OASR_BUNDLED_MODEL, device = "auto", dtype,
-              batches = "1,64,512,2048,8192";
+  std::string model_dir = OASR_BUNDLED_MODEL, device = "auto", dtype, batches;
   int history = 64, reps = 20, threads = 1;
   double peak = 790.0;
   app.add_option("--model-dir", model_dir, "Model directory")->capture_default_str();
   app.add_option("--device", device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", dtype, "float32, bfloat16 or float16 (default: the device's)");
-  app.add_option("--batches", batches, "Comma-separated batch sizes")->capture_default_str();
+  app.add_option(
+      "--batches", batches,
+      "Comma-separated batch sizes (default: 1,64,512,2048,8192 on CUDA, 1,8,32 on the CPU)");
   app.add_option("--history", history, "Frames of attention history per stream")
       ->capture_default_str();
   app.add_option("--reps", reps, "Timed steps per batch size")->check(CLI::Range(1, 10000));
@@ -204,6 +205,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.device = *dev;
+  if (batches.empty()) batches = dev->is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   if (!dtype.empty()) {
     absl::StatusOr<DType> t = ParseComputeDType(dtype);
     if (!t.ok()) {

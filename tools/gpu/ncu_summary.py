@@ -9,9 +9,11 @@ from collections import defaultdict
 
 
 def family(name):
-    name = re.sub(r"\(.*", "", name)           # argument lists
-    name = re.sub(r"<.*>", "", name)          # template arguments
-    name = name.split("::")[-1]
+    name = re.sub(r"^void ", "", name)
+    for anon in ("<unnamed>::", "(anonymous namespace)::"):
+        name = name.replace(anon, "")
+    name = re.sub(r"\(.*", "", name)                 # argument lists
+    name = name.replace("oasr::kernels::", "").replace("cutlass::", "")
     return name[:60]
 
 
