@@ -1,8 +1,11 @@
 // The bundled model served for real: oasr-server started on it as a
-// subprocess (CPU), ListModels, and every sample of samples/ streamed over
-// gRPC in 100 ms messages, the total word error rate against
+// subprocess on OASR_TEST_DEVICE (cpu; model_bundled_gpu_test: cuda, skipped
+// without a usable GPU), ListModels, and every sample of samples/ streamed
+// over gRPC in 100 ms messages, the total word error rate against
 // samples/transcripts.tsv under OASR_MODEL_MAX_WER percent (the environment
-// variable of that name overrides the build's value).
+// variable of that name overrides the build's value). On cuda the
+// transcripts are also compared with a CPU server's: at most one word may
+// differ in total (bfloat16 against float32).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -12,12 +15,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/device.h"
 #include "nlohmann/json.hpp"
 #include "oasr/asr/v1/asr.grpc.pb.h"
 #include "server/audio_codec.h"
@@ -25,8 +32,22 @@
 #include "tests/server/recognition_helpers.h"
 #include "tests/server/server_process.h"
 
+#ifndef OASR_TEST_DEVICE
+#define OASR_TEST_DEVICE "cpu"
+#endif
+
 namespace oasr {
 namespace {
+
+constexpr bool kOnCuda = std::string_view(OASR_TEST_DEVICE) != "cpu";
+
+// Why the device under test cannot run here, empty when it can.
+std::string DeviceMissing() {
+  if (!kOnCuda) return "";
+  if (!BuiltWithCuda()) return "built without CUDA";
+  if (CudaDeviceCount() == 0) return "no CUDA device";
+  return "";
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -70,26 +91,67 @@ std::vector<Sample> ReadSamples(const std::string& dir) {
   return samples;
 }
 
+// A path the build compiled in, or the environment variable of the same name
+// (a GPU bundle runs these tests away from the build tree).
+std::string Setting(const char* name, const char* built) {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? env : built;
+}
+std::string ServerBinary() { return Setting("OASR_SERVER_BINARY", OASR_SERVER_BINARY); }
+std::string ModelDir() { return Setting("OASR_MODEL_DIR", OASR_MODEL_DIR); }
+std::string SamplesDir() { return Setting("OASR_SAMPLES_DIR", OASR_SAMPLES_DIR); }
+
 double MaxWer() {
   const char* env = std::getenv("OASR_MODEL_MAX_WER");
   return env != nullptr ? std::atof(env) : OASR_MODEL_MAX_WER;
 }
 
+// One sample's words through a server, with the stream's finish reason.
+struct Transcript {
+  std::vector<std::string> words;
+  std::string finish_reason;
+};
+
+absl::StatusOr<Transcript> Transcribe(asr::v1::Speech::Stub& stub, const std::string& file) {
+  const std::string bytes = ReadFile(SamplesDir() + "/" + file);
+  absl::StatusOr<server::WavAudio> wav = server::ParseWav(bytes);
+  if (!wav.ok()) return wav.status();
+  if (wav->channels != 1) return absl::InvalidArgumentError(file + " is not mono");
+  std::vector<int16_t> audio;
+  if (absl::Status s = server::DecodeSamples(wav->encoding, wav->data, &audio); !s.ok()) return s;
+  server::StreamClientOptions options;
+  options.config = testing::Config(wav->sample_rate);
+  options.chunk_ms = 100;
+  options.realtime = false;
+  options.timeout_s = 120;
+  server::StreamOutcome got = server::RunStream(stub, audio, options);
+  if (!got.status.ok()) return absl::InternalError(file + ": " + got.status.error_message());
+  return Transcript{Words(absl::StrJoin(got.finals, " ")), got.finish_reason};
+}
+
+std::unique_ptr<testing::ServerProcess> StartServer(const std::string& device) {
+  auto server = std::make_unique<testing::ServerProcess>();
+  if (!server->Start(ServerBinary(),
+                     {"--model-dir", ModelDir(), "--device", device, "--shutdown-grace", "1"},
+                     /*timeout_s=*/120.0)) {
+    ADD_FAILURE() << device << ": " << server->error() << server->ReadLog();
+    return nullptr;
+  }
+  return server;
+}
+
 class BundledModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new testing::ServerProcess();
-    ASSERT_TRUE(
-        server_->Start(OASR_SERVER_BINARY,
-                       {"--model-dir", OASR_MODEL_DIR, "--device", "cpu", "--shutdown-grace", "1"},
-                       /*timeout_s=*/120.0))
-        << server_->error() << server_->ReadLog();
+    if (!DeviceMissing().empty()) return;
+    server_ = StartServer(OASR_TEST_DEVICE).release();
   }
   static void TearDownTestSuite() {
     delete server_;
     server_ = nullptr;
   }
   void SetUp() override {
+    if (const std::string missing = DeviceMissing(); !missing.empty()) GTEST_SKIP() << missing;
     ASSERT_NE(server_, nullptr);
     // The server listens before it writes its port file: no wait needed.
     stub_ = asr::v1::Speech::NewStub(
@@ -106,7 +168,7 @@ testing::ServerProcess* BundledModelTest::server_ = nullptr;
 // most 50 MB, in files of at most 16 MiB (what a GPU machine's transfers take).
 TEST(BundledModelDirectoryTest, FitsInFiftyMegabytesOfSmallFiles) {
   uintmax_t total = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(OASR_MODEL_DIR)) {
+  for (const auto& entry : std::filesystem::directory_iterator(ModelDir())) {
     if (!entry.is_regular_file()) continue;
     EXPECT_LE(entry.file_size(), 16u << 20) << entry.path();
     total += entry.file_size();
@@ -129,50 +191,64 @@ TEST_F(BundledModelTest, ServerLoadsItAndListsIt) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(models.models_size(), 1);
   const asr::v1::ModelInfo& info = models.models(0);
-  EXPECT_EQ(info.model_dir(), OASR_MODEL_DIR);
+  EXPECT_EQ(info.model_dir(), ModelDir());
   EXPECT_EQ(info.sample_rate_hertz(), 16000);
 
-  const nlohmann::json config =
-      nlohmann::json::parse(ReadFile(std::string(OASR_MODEL_DIR) + "/config.json"));
+  const nlohmann::json config = nlohmann::json::parse(ReadFile(ModelDir() + "/config.json"));
   EXPECT_EQ(info.vocabulary_size(), config["output_dim"].get<int>());
   EXPECT_EQ(info.chunk_frames(), config["serving"]["chunk_size"].get<int>());
   std::printf("served: %s\n", info.DebugString().c_str());
 }
 
 TEST_F(BundledModelTest, SamplesTranscribedOverGrpc) {
-  const std::vector<Sample> samples = ReadSamples(OASR_SAMPLES_DIR);
-  ASSERT_FALSE(samples.empty()) << OASR_SAMPLES_DIR "/transcripts.tsv has no samples";
+  const std::vector<Sample> samples = ReadSamples(SamplesDir());
+  ASSERT_FALSE(samples.empty()) << SamplesDir() << "/transcripts.tsv has no samples";
   int errors = 0, words = 0;
   for (const Sample& sample : samples) {
-    const std::string bytes = ReadFile(std::string(OASR_SAMPLES_DIR) + "/" + sample.file);
-    absl::StatusOr<server::WavAudio> wav = server::ParseWav(bytes);
-    ASSERT_TRUE(wav.ok()) << sample.file << ": " << wav.status();
-    ASSERT_EQ(wav->channels, 1) << sample.file;
-    std::vector<int16_t> audio;
-    ASSERT_TRUE(server::DecodeSamples(wav->encoding, wav->data, &audio).ok()) << sample.file;
-
-    server::StreamClientOptions options;
-    options.config = testing::Config(wav->sample_rate);
-    options.chunk_ms = 100;
-    options.realtime = false;
-    options.timeout_s = 120;
-    server::StreamOutcome got = server::RunStream(*stub_, audio, options);
-    ASSERT_TRUE(got.status.ok()) << sample.file << ": " << got.status.error_message()
-                                 << server_->ReadLog();
-    EXPECT_EQ(got.finish_reason, "stop") << sample.file;
+    absl::StatusOr<Transcript> got = Transcribe(*stub_, sample.file);
+    ASSERT_TRUE(got.ok()) << got.status() << server_->ReadLog();
+    EXPECT_EQ(got->finish_reason, "stop") << sample.file;
     const std::vector<std::string> ref = Words(sample.text);
-    const std::vector<std::string> hyp = Words(absl::StrJoin(got.finals, " "));
-    const int e = EditDistance(ref, hyp);
+    const int e = EditDistance(ref, got->words);
     errors += e;
     words += static_cast<int>(ref.size());
     std::printf("%s (%s): %d errors / %zu words\n  ref: %s\n  hyp: %s\n", sample.file.c_str(),
                 sample.voice.c_str(), e, ref.size(), sample.text.c_str(),
-                absl::StrJoin(hyp, " ").c_str());
+                absl::StrJoin(got->words, " ").c_str());
   }
   const double wer = 100.0 * errors / std::max(words, 1);
-  std::printf("total: %d errors / %d words = WER %.2f%% (limit %.2f%%)\n", errors, words, wer,
-              MaxWer());
+  std::printf("%s total: %d errors / %d words = WER %.2f%% (limit %.2f%%)\n", OASR_TEST_DEVICE,
+              errors, words, wer, MaxWer());
   EXPECT_LT(wer, MaxWer());
+}
+
+// On the GPU: the same samples through a CPU server, at most one word apart
+// in total (the rule for bfloat16 on CUDA against float32 on the CPU).
+TEST_F(BundledModelTest, SamplesMatchTheCpuServer) {
+  if (!kOnCuda) GTEST_SKIP() << "the CPU server is the reference itself";
+  const std::vector<Sample> samples = ReadSamples(SamplesDir());
+  ASSERT_FALSE(samples.empty());
+  std::unique_ptr<testing::ServerProcess> cpu = StartServer("cpu");
+  ASSERT_NE(cpu, nullptr);
+  auto cpu_stub = asr::v1::Speech::NewStub(
+      grpc::CreateChannel(cpu->grpc_target(), grpc::InsecureChannelCredentials()));
+  int differ = 0;
+  for (const Sample& sample : samples) {
+    absl::StatusOr<Transcript> want = Transcribe(*cpu_stub, sample.file);
+    ASSERT_TRUE(want.ok()) << want.status() << cpu->ReadLog();
+    absl::StatusOr<Transcript> got = Transcribe(*stub_, sample.file);
+    ASSERT_TRUE(got.ok()) << got.status() << server_->ReadLog();
+    const int d = EditDistance(want->words, got->words);
+    differ += d;
+    if (d > 0) {
+      std::printf("%s: %d words differ\n  cpu:  %s\n  %s: %s\n", sample.file.c_str(), d,
+                  absl::StrJoin(want->words, " ").c_str(), OASR_TEST_DEVICE,
+                  absl::StrJoin(got->words, " ").c_str());
+    }
+  }
+  std::printf("%d words differ between cpu and %s over %zu samples\n", differ, OASR_TEST_DEVICE,
+              samples.size());
+  EXPECT_LE(differ, 1);
 }
 
 }  // namespace

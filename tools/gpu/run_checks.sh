@@ -26,6 +26,8 @@ if has tests || has parity; then
   python3 -B -m tools.reference.make_fixtures --out "$fixtures" > "$out/fixtures.log" 2>&1 || { echo "fixtures failed"; tail -5 "$out/fixtures.log"; }
 fi
 if has tests; then
+  # model_bundled_gpu_test starts the bundle's oasr-server on this checkout's model and samples.
+  export OASR_SERVER_BINARY=$bin/oasr-server OASR_MODEL_DIR=$PWD/models/en-conformer-ctc OASR_SAMPLES_DIR=$PWD/samples
   for t in "$bin"/*_gpu_test; do
     step "$(basename "$t")"
     log=$out/$(basename "$t").log
