@@ -199,21 +199,11 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
-  absl::StatusOr<Device> dev = ResolveDevice(device);
-  if (!dev.ok()) {
-    std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
+  if (absl::Status s = SetComputeFlags(device, dtype, &options); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
-  options.device = *dev;
-  if (batches.empty()) batches = dev->is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
-  if (!dtype.empty()) {
-    absl::StatusOr<DType> t = ParseComputeDType(dtype);
-    if (!t.ok()) {
-      std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
-      return 2;
-    }
-    options.dtype = *t;
-  }
+  if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());

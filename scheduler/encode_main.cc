@@ -79,15 +79,10 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
-  absl::StatusOr<Device> dev = ResolveDevice(device);
-  absl::StatusOr<DType> type =
-      dtype.empty() ? absl::StatusOr<DType>(DType::kFloat32) : ParseComputeDType(dtype);
-  if (!dev.ok() || !type.ok()) {
-    std::fprintf(stderr, "%s\n", (!dev.ok() ? dev.status() : type.status()).ToString().c_str());
+  if (absl::Status s = SetComputeFlags(device, dtype, &options); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
-  options.device = *dev;
-  if (!dtype.empty()) options.dtype = *type;
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());

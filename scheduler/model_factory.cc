@@ -67,6 +67,15 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text) {
   return device;
 }
 
+absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
+                             ModelOptions* options) {
+  OASR_ASSIGN_OR_RETURN(options->device, ResolveDevice(device));
+  if (!dtype.empty()) {
+    OASR_ASSIGN_OR_RETURN(options->dtype, ParseComputeDType(dtype));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
   ConformerModelOptions m;
   m.device = options.device;

@@ -67,4 +67,9 @@ absl::StatusOr<DType> ParseComputeDType(const std::string& text);
 // CUDA device this build or machine does not have.
 absl::StatusOr<Device> ResolveDevice(const std::string& text);
 
+// The tools' --device and --dtype flags into `options`: ResolveDevice, and
+// ParseComputeDType unless `dtype` is empty (the device's default then).
+absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
+                             ModelOptions* options);
+
 }  // namespace oasr::scheduler

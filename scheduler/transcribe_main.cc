@@ -219,19 +219,9 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
-  absl::StatusOr<Device> dev = ResolveDevice(device);
-  if (!dev.ok()) {
-    std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
+  if (absl::Status s = SetComputeFlags(device, dtype, &options); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
-  }
-  options.device = *dev;
-  if (!dtype.empty()) {
-    absl::StatusOr<DType> type = ParseComputeDType(dtype);
-    if (!type.ok()) {
-      std::fprintf(stderr, "%s\n", type.status().ToString().c_str());
-      return 2;
-    }
-    options.dtype = *type;
   }
   options.decoder.method =
       greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;

@@ -1,0 +1,43 @@
+// The tools' --device and --dtype parsing (scheduler/model_factory.h).
+#include "scheduler/model_factory.h"
+
+#include <gtest/gtest.h>
+
+#include "common/device.h"
+
+namespace oasr::scheduler {
+namespace {
+
+TEST(ComputeFlagsTest, DTypesByName) {
+  EXPECT_EQ(*ParseComputeDType("float32"), DType::kFloat32);
+  EXPECT_EQ(*ParseComputeDType("bfloat16"), DType::kBFloat16);
+  EXPECT_EQ(*ParseComputeDType("float16"), DType::kFloat16);
+  for (const char* bad : {"", "fp16", "int8", "Float32"}) {
+    absl::StatusOr<DType> t = ParseComputeDType(bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(ComputeFlagsTest, DevicesResolve) {
+  EXPECT_EQ(*ResolveDevice("cpu"), Device::Cpu());
+  EXPECT_EQ(*ResolveDevice("auto"), CudaDeviceCount() > 0 ? Device::Cuda(0) : Device::Cpu());
+  EXPECT_EQ(ResolveDevice("tpu").status().code(), absl::StatusCode::kInvalidArgument);
+  // One past the machine's last GPU is never usable.
+  const std::string past = "cuda:" + std::to_string(CudaDeviceCount());
+  EXPECT_EQ(ResolveDevice(past).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(ComputeFlagsTest, SetComputeFlagsLeavesAnEmptyDTypeToTheDevice) {
+  ModelOptions options;
+  ASSERT_TRUE(SetComputeFlags("cpu", "", &options).ok());
+  EXPECT_EQ(options.device, Device::Cpu());
+  EXPECT_FALSE(options.dtype.has_value());
+  ASSERT_TRUE(SetComputeFlags("cpu", "float16", &options).ok());
+  EXPECT_EQ(options.dtype, DType::kFloat16);
+  EXPECT_FALSE(SetComputeFlags("cpu", "half", &options).ok());
+  EXPECT_FALSE(SetComputeFlags("cuda:99", "", &options).ok());
+}
+
+}  // namespace
+}  // namespace oasr::scheduler
