@@ -48,6 +48,10 @@ absl::Status StreamOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("nbest = ", nbest, " is outside [1, ", kMaxNbest, "]"));
   }
+  if (final_nbest < 0 || final_nbest > kMaxNbest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("final_nbest = ", final_nbest, " is outside [0, ", kMaxNbest, "]"));
+  }
   return endpoint.Validate();
 }
 
@@ -266,7 +270,11 @@ DecodeResult CtcDecoder::BuildResult(const CtcStreamState& st, bool is_final,
   result.start_ms = transcripts_.FrameMs(st.segment_start_);
   result.end_ms = transcripts_.FrameMs(st.frames_);
   result.endpoint_rule = endpoint_rule;
-  const int n = std::min(st.options_.nbest, st.search_->NumHypotheses());
+  result.start_frame = st.segment_start_;
+  result.end_frame = st.frames_;
+  const int wanted = is_final && st.options_.final_nbest > 0 ? st.options_.final_nbest
+                                                             : st.options_.nbest;
+  const int n = std::min(wanted, st.search_->NumHypotheses());
   result.nbest.resize(n);
   for (int i = 0; i < n; ++i) {
     Hypothesis& hyp = result.nbest[i];

@@ -39,6 +39,9 @@ enum class SearchMethod { kGreedy, kPrefixBeam };
 // What one request chooses for its stream.
 struct StreamOptions {
   int nbest = 10;  // hypotheses per result (max_alternatives), capped by the beam
+  // Hypotheses per final result when it differs (attention rescoring takes
+  // the whole beam, then keeps nbest); 0: nbest.
+  int final_nbest = 0;
   // Stop at the first endpoint (the stream then accepts no more chunks)
   // instead of finishing the segment and decoding on (continuous decoding).
   bool single_utterance = false;
@@ -47,7 +50,7 @@ struct StreamOptions {
   std::shared_ptr<const ContextGraph> context;
 
   // INVALID_ARGUMENT naming the field, its value and the limit: nbest in
-  // [1, 1024], plus EndpointConfig::Validate.
+  // [1, 1024], final_nbest in [0, 1024], plus EndpointConfig::Validate.
   absl::Status Validate() const;
 };
 

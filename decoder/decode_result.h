@@ -45,18 +45,29 @@ struct Hypothesis {
   float viterbi_score = 0.0f;
   // Mean of the word confidences (0 when there are no words); in [0, 1].
   float confidence = 0.0f;
+  // Attention rescoring's decoder score, (1 - reverse_weight) * left-to-right
+  // + reverse_weight * right-to-left log-probability of the tokens and eos;
+  // 0 unless the result is rescored.
+  float attention_score = 0.0f;
 };
 
 // The result of one segment of a stream. With continuous decoding a stream is
 // split into segments at endpoints; each segment's final result is reported
 // once, with is_final set.
 struct DecodeResult {
-  std::vector<Hypothesis> nbest;  // best first; never empty for a beam search
+  // Best first; never empty for a beam search. A rescored result is ordered
+  // by rescoring_weight * attention_score + ctc_weight * score instead.
+  std::vector<Hypothesis> nbest;
   bool is_final = false;
   int32_t segment = 0;         // 0-based index of the segment in the stream
   int64_t start_ms = 0;        // segment start, since the start of the stream
   int64_t end_ms = 0;          // audio decoded so far (or segment end when final)
   int32_t endpoint_rule = -1;  // index of the endpoint rule that closed the segment; -1 if none
+  // The segment's encoder (CTC) frames since the start of the stream: [start_frame, end_frame).
+  int64_t start_frame = 0;
+  int64_t end_frame = 0;
+  // Attention rescoring ordered the n-best (finals only).
+  bool rescored = false;
 };
 
 }  // namespace oasr::decoder

@@ -365,7 +365,8 @@ absl::Status ConformerEncoder::CheckInputs(const CohortInputs& in, const PagedKv
 }
 
 absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const PagedKv& kv,
-                                             const ConvStates& conv, float* log_probs) {
+                                             const ConvStates& conv, float* log_probs,
+                                             float* encoder_out) {
   if (in.batch == 0) return absl::OkStatus();
   OASR_RETURN_IF_ERROR(CheckInputs(in, kv, conv));
   const ModelConfig& c = config();
@@ -521,6 +522,15 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
     }
     (void)w;
     OASR_RETURN_IF_ERROR(norm(Norm{after_norm_scale_, after_norm_shift_}, buf.h, dt));
+    if (encoder_out != nullptr) {
+      kernels::CastParams cast;
+      cast.in = buf.h;
+      cast.in_dtype = dt;
+      cast.out = encoder_out;
+      cast.out_dtype = DType::kFloat32;
+      cast.n = m * d;
+      OASR_RETURN_IF_ERROR(kernels::Cast(ctx, cast));
+    }
     OASR_RETURN_IF_ERROR(run(ctc_, buf.h, d, log_probs, vocab, DType::kFloat32, false));
     kernels::LogSoftmaxParams ls;
     ls.x = log_probs;
@@ -737,9 +747,13 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
   kv.host_cache_lens = lens.data();
   kv.table_stride = width;
   ConvStates conv{state_dev.data(), batch};
-  OASR_RETURN_IF_ERROR(ForwardCohort(in, kv, conv, log_probs.data<float>()));
+  OASR_ASSIGN_OR_RETURN(Tensor encoder_out,
+                        Tensor::Empty({batch, chunk, d}, DType::kFloat32, ctx.device()));
+  OASR_RETURN_IF_ERROR(
+      ForwardCohort(in, kv, conv, log_probs.data<float>(), encoder_out.data<float>()));
 
   OASR_ASSIGN_OR_RETURN(std::vector<float> lp, ToHost(ctx, log_probs, DType::kFloat32));
+  OASR_ASSIGN_OR_RETURN(std::vector<float> eo, ToHost(ctx, encoder_out, DType::kFloat32));
   OASR_ASSIGN_OR_RETURN(std::vector<float> k_out, ToHost(ctx, k_dev, dt));
   OASR_ASSIGN_OR_RETURN(std::vector<float> v_out, ToHost(ctx, v_dev, dt));
   OASR_ASSIGN_OR_RETURN(std::vector<float> state_out, ToHost(ctx, state_dev, dt));
@@ -750,6 +764,9 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
     OASR_ASSIGN_OR_RETURN(o.log_probs, Tensor::Empty({rows, vocab}, DType::kFloat32));
     std::memcpy(o.log_probs.data(), &lp[static_cast<size_t>(b) * chunk * vocab],
                 o.log_probs.nbytes());
+    OASR_ASSIGN_OR_RETURN(o.encoder_out, Tensor::Empty({rows, d}, DType::kFloat32));
+    std::memcpy(o.encoder_out.data(), &eo[static_cast<size_t>(b) * chunk * d],
+                o.encoder_out.nbytes());
     // Keep the last `keep` of the t1 + rows keys, as WeNet's forward_chunk.
     const int64_t keep =
         required_cache_size < 0 ? total : std::min<int64_t>(total, required_cache_size);

@@ -98,6 +98,7 @@ struct DenseChunkInput {
 
 struct DenseChunkOutput {
   Tensor log_probs;  // [c, V] CTC log-probabilities of the chunk's frames.
+  Tensor encoder_out;  // [c, d] the encoder output they were computed from.
   Tensor att_cache;  // [layers, heads, t1', 2 * d_k], t1' = min(t1 + c, required).
   Tensor cnn_cache;  // [layers, K - 1, d]
 };
@@ -134,9 +135,12 @@ class ConformerEncoder {
   // state over its slot. Does not advance the cache lengths (the cache
   // manager's commit). Asynchronous on CUDA. INVALID_ARGUMENT naming the row
   // and field (frames, offsets below the cache length, block ids outside the
-  // pool, too little workspace) before anything is written.
+  // pool, too little workspace) before anything is written. With
+  // `encoder_out` (optional, [B, chunk, d] float32 on the device) the
+  // encoder output (after after_norm, what the CTC head and an attention
+  // decoder read) is written there too.
   absl::Status ForwardCohort(const CohortInputs& in, const PagedKv& kv, const ConvStates& conv,
-                             float* log_probs);
+                             float* log_probs, float* encoder_out = nullptr);
 
   // --- Dense caches (tests and tools) -------------------------------------
   // Runs one chunk of one stream. required_cache_size < 0 keeps all history,

@@ -76,6 +76,8 @@ absl::StatusOr<std::unique_ptr<ConformerModel>> ConformerModel::Load(const std::
                         SafetensorsReader::Open((root / "model.safetensors").string()));
   OASR_ASSIGN_OR_RETURN(model->weights_, LoadConformerWeights(*reader, model->config_));
   OASR_ASSIGN_OR_RETURN(model->cmvn_, LoadCmvn(*reader, dir, model->config_.input_dim));
+  OASR_ASSIGN_OR_RETURN(model->attention_decoder_,
+                        LoadAttentionDecoder(dir, *reader, model->config_));
   OASR_ASSIGN_OR_RETURN(std::string units_text, ReadText((root / "units.txt").string()));
   OASR_ASSIGN_OR_RETURN(model->vocabulary_,
                         Vocabulary::Parse(units_text, model->config_.output_dim));

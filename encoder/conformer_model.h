@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "encoder/attention_decoder.h"
 #include "encoder/global_cmvn.h"
 #include "encoder/model_config.h"
 #include "encoder/model_weights.h"
@@ -19,7 +20,8 @@ class ConformerModel {
   // Loads and validates everything in `dir`. The CMVN comes from the
   // encoder.global_cmvn.{mean,istd} tensors or, when the weights have none,
   // from a WeNet `global_cmvn` JSON file in `dir`; having both or neither is
-  // an error. Every failure is a Status naming the file and the tensor or
+  // an error. The attention decoder, when the directory has one, is loaded
+  // too (LoadAttentionDecoder). Every failure is a Status naming the file and the tensor or
   // field at fault; nothing is defaulted.
   static absl::StatusOr<std::unique_ptr<ConformerModel>> Load(const std::string& dir);
 
@@ -27,6 +29,9 @@ class ConformerModel {
   const ConformerWeights& weights() const { return weights_; }
   const GlobalCmvn& cmvn() const { return cmvn_; }
   const Vocabulary& vocabulary() const { return vocabulary_; }
+  // The attention decoder (decoder.json and the decoder.* tensors), or
+  // nullptr for a CTC-only model.
+  const AttentionDecoderModel* attention_decoder() const { return attention_decoder_.get(); }
 
  private:
   ConformerModel() = default;
@@ -35,6 +40,7 @@ class ConformerModel {
   ConformerWeights weights_;
   GlobalCmvn cmvn_;
   Vocabulary vocabulary_;
+  std::unique_ptr<AttentionDecoderModel> attention_decoder_;
 };
 
 }  // namespace oasr::encoder

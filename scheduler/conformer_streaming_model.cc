@@ -33,6 +33,7 @@ ConformerStreamingModel::ConformerStreamingModel(std::unique_ptr<ExecutionContex
   geometry_.chunk_size = c.chunk_size;
   geometry_.num_left_chunks = c.num_left_chunks;
   geometry_.vocab_size = c.output_dim;
+  geometry_.encoder_dim = c.output_size;
   geometry_.feature_shift_ms = 10.0;  // The front end's Kaldi fbank: 25 ms windows every 10 ms.
 }
 
@@ -112,6 +113,16 @@ absl::Status ConformerStreamingModel::ForwardCohort(const CohortPlan& plan,
     return absl::InvalidArgumentError(
         "cohort plan: the host row arrays are shorter than the batch");
   }
+  float* encoder_out = nullptr;
+  if (!plan.encoder_out.empty()) {
+    if (plan.encoder_out.dtype() != DType::kFloat32 || !(plan.encoder_out.device() == device) ||
+        plan.encoder_out.numel() < int64_t{plan.batch} * plan.chunk * c.output_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cohort plan: encoder_out ", plan.encoder_out.shape().ToString(), " holds fewer than [",
+          plan.batch, ", ", plan.chunk, ", ", c.output_size, "] float32 on ", device.ToString()));
+    }
+    encoder_out = static_cast<float*>(plan.encoder_out.data());
+  }
   encoder::CohortInputs in;
   in.batch = plan.batch;
   in.chunk = plan.chunk;
@@ -133,7 +144,8 @@ absl::Status ConformerStreamingModel::ForwardCohort(const CohortPlan& plan,
   kv.host_cache_lens = static_cast<const int32_t*>(plan.host_cache_lens.data());
   kv.table_stride = plan.block_table.dim(1);
   encoder::ConvStates conv{plan.states[0].data(), plan.states[0].dim(1)};
-  return encoder_->ForwardCohort(in, kv, conv, static_cast<float*>(log_probs.data()));
+  return encoder_->ForwardCohort(in, kv, conv, static_cast<float*>(log_probs.data()),
+                                 encoder_out);
 }
 
 }  // namespace oasr::scheduler

@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "scheduler/cohort_decode.h"
 #include "scheduler/engine_internal.h"
+#include "scheduler/nbest_rescoring.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::scheduler {
@@ -40,6 +41,10 @@ absl::Status EngineConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_buffered_audio_s: ", max_buffered_audio_s, " must be positive"));
   }
+  if (!(rescoring_max_segment_s > 0 && rescoring_max_segment_s <= 3600)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rescoring_max_segment_s: ", rescoring_max_segment_s, " is outside (0, 3600]"));
+  }
   if (frontend_threads < 0 || frontend_threads > kMaxFrontendThreads) {
     return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
                                                    " is outside [0, ", kMaxFrontendThreads,
@@ -50,7 +55,8 @@ absl::Status EngineConfig::Validate() const {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineConfig& config, std::unique_ptr<StreamingModel> model,
-    std::unique_ptr<decoder::CtcDecoder> decoder) {
+    std::unique_ptr<decoder::CtcDecoder> decoder,
+    std::unique_ptr<encoder::AttentionRescorer> rescorer) {
   if (absl::Status status = config.Validate(); !status.ok()) return status;
   if (model == nullptr || decoder == nullptr) {
     return absl::InvalidArgumentError("Engine::Create: model and decoder are required");
@@ -60,7 +66,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
                                                    " units but the model has ",
                                                    model->geometry().vocab_size, " outputs"));
   }
+  if (rescorer != nullptr && rescorer->encoder_dim() != model->geometry().encoder_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("attention rescorer: encoder width ",
+                                                   rescorer->encoder_dim(), " but the model's is ",
+                                                   model->geometry().encoder_dim));
+  }
   std::unique_ptr<Engine> engine(new Engine(config, std::move(model), std::move(decoder)));
+  // Rescoring needs the beam's n-best; the greedy search has one hypothesis.
+  if (config.attention_rescoring && config.decoder.method == decoder::SearchMethod::kPrefixBeam) {
+    engine->rescorer_ = std::move(rescorer);
+  }
   if (absl::Status status = engine->Init(); !status.ok()) return status;
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
@@ -104,6 +119,16 @@ absl::Status Engine::Init() {
       Tensor::Empty({capacity, g.chunk_size, g.vocab_size}, DType::kFloat32, ctx_->device());
   if (!log_probs.ok()) return log_probs.status();
   log_probs_ = std::move(*log_probs);
+  if (rescorer_ != nullptr) {
+    absl::StatusOr<Tensor> encoder_out = Tensor::Empty(
+        {capacity, g.chunk_size, g.encoder_dim}, DType::kFloat32, ctx_->device());
+    if (!encoder_out.ok()) return encoder_out.status();
+    encoder_out_ = std::move(*encoder_out);
+    absl::StatusOr<SegmentMemory> memory =
+        SegmentMemory::Create(capacity, rescorer_->options().max_frames, g.encoder_dim);
+    if (!memory.ok()) return memory.status();
+    segment_memory_.emplace(std::move(*memory));
+  }
 
   cache::CacheConfig c = model_->BaseCacheConfig();
   c.chunk_size = g.chunk_size;
@@ -171,6 +196,16 @@ void Engine::LogConfiguration() const {
       cache_config_.pool_bytes() / 1048576.0, DTypeName(cache_config_.dtype), history,
       config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")
                                    : std::string("inline"));
+  if (rescorer_ != nullptr) {
+    const encoder::AttentionDecoderConfig& d = rescorer_->config();
+    spdlog::info(
+        "attention rescoring: {} decoder ({} + {} blocks), ctc_weight {}, reverse_weight {}, "
+        "rescoring_weight {}, segments up to {} s ({:.1f} MiB of encoder output per slot)",
+        d.bidirectional ? "bitransformer" : "transformer", d.num_blocks, d.r_num_blocks,
+        d.rescoring.ctc_weight, d.rescoring.reverse_weight, d.rescoring.rescoring_weight,
+        FramesToSeconds(segment_memory_->max_frames()),
+        segment_memory_->max_frames() * g.encoder_dim * sizeof(float) / 1048576.0);
+  }
 }
 
 Engine::~Engine() {
@@ -354,6 +389,12 @@ void Engine::Handle(Command& command) {
     s->sample_rate = request.sample_rate;
     s->interim_results = request.interim_results;
     s->decode = std::make_unique<decoder::StreamOptions>(std::move(request.decode));
+    s->nbest = s->decode->nbest;
+    if (rescorer_ != nullptr && request.attention_rescoring) {
+      // The whole beam is rescored; the request's n-best is kept of it.
+      s->rescoring = true;
+      s->decode->final_nbest = std::max(s->nbest, config_.decoder.search.beam_size);
+    }
     s->shared = std::move(command.open->shared);
     s->opened = command.time;
     s->last_audio = command.time;
@@ -459,6 +500,7 @@ void Engine::Admit() {
     }
     waiting_.pop_front();
     s.context.emplace(std::move(*context));
+    if (s.rescoring) segment_memory_->Reset(s.context->slot());
     s.decoder_state = decoder_states_->Acquire();
     const absl::Status configured = decoder_->ConfigureStream(*s.decoder_state, *s.decode);
     s.decode.reset();
@@ -509,9 +551,10 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
       // The transcript so far becomes final (a no-op after an endpoint).
       (void)decoder_->FinalizeStream(state);
     }
-    for (decoder::DecodeResult& r : decoder_->TakeFinalResults(state)) {
-      event.results.push_back(std::move(r));
-    }
+    std::vector<decoder::DecodeResult> finals = decoder_->TakeFinalResults(state);
+    CompleteFinals(s, finals,
+                   reason != FinishReason::kCancelled && reason != FinishReason::kError);
+    for (decoder::DecodeResult& r : finals) event.results.push_back(std::move(r));
     decoder_states_->Release(std::move(s.decoder_state));
   }
   if (s.context.has_value()) {
@@ -551,6 +594,35 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   }
   s.shared->outbox.Push(std::move(event));
   streams_.erase(s.id);  // Destroys s.
+}
+
+void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals,
+                            bool rescore) {
+  if (!s.rescoring || finals.empty()) return;
+  ScopedNanos timer(stats_.rescoring_ns);
+  const int slot = s.context.has_value() ? s.context->slot() : -1;
+  const encoder::RescoringWeights& weights = rescorer_->config().rescoring;
+  for (decoder::DecodeResult& r : finals) {
+    const float* memory =
+        slot >= 0 && rescore ? segment_memory_->Frames(slot, r.start_frame, r.end_frame) : nullptr;
+    bool rescored = false;
+    if (memory != nullptr) {
+      absl::Status status = RescoreResult(*rescorer_, weights, memory, r.end_frame - r.start_frame,
+                                          static_cast<size_t>(s.nbest), &r);
+      rescored = status.ok();
+      if (!status.ok()) spdlog::warn("stream {}: attention rescoring failed: {}", s.id,
+                                     status.ToString());
+    }
+    if (rescored) {
+      stats_.segments_rescored.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      if (rescore && r.end_frame > r.start_frame) {
+        stats_.segments_not_rescored.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (r.nbest.size() > static_cast<size_t>(s.nbest)) r.nbest.resize(s.nbest);
+    }
+    if (slot >= 0) segment_memory_->Forget(slot, r.end_frame);
+  }
 }
 
 void Engine::UpdateGauges() {

@@ -39,9 +39,11 @@
 #include "common/execution_context.h"
 #include "decoder/ctc_decoder.h"
 #include "decoder/decoder_state_pool.h"
+#include "encoder/attention_rescorer.h"
 #include "scheduler/cohort_staging.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/engine_stats.h"
+#include "scheduler/segment_memory.h"
 #include "scheduler/stream_events.h"
 #include "scheduler/stream_front_end.h"
 #include "scheduler/streaming_model.h"
@@ -91,13 +93,16 @@ class Engine {
  public:
   // Builds the caches for `model` on its device (the K/V pool, its tables,
   // the model's declared states), the decoder state pool, the plan staging
-  // and the model's workspace, then starts the scheduler thread.
+  // and the model's workspace, then starts the scheduler thread. With a
+  // `rescorer` (and config.attention_rescoring, and the prefix beam search)
+  // every final result is rescored with the model's attention decoder.
   // INVALID_ARGUMENT for a bad config, or a decoder whose units or frame
   // shift disagree with the model; RESOURCE_EXHAUSTED when memory cannot be
   // had.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const EngineConfig& config, std::unique_ptr<StreamingModel> model,
-      std::unique_ptr<decoder::CtcDecoder> decoder);
+      std::unique_ptr<decoder::CtcDecoder> decoder,
+      std::unique_ptr<encoder::AttentionRescorer> rescorer = nullptr);
   // Stops the scheduler (ending every open stream with "cancelled").
   ~Engine();
   Engine(const Engine&) = delete;
@@ -169,6 +174,10 @@ class Engine {
   // `results` (already taken from the decoder) go first on the last event.
   void Finish(Stream& s, FinishReason reason, absl::Status error = absl::OkStatus(),
               std::vector<decoder::DecodeResult> results = {});
+  // Attention rescoring of `s`'s final results when it rescores (over its
+  // segment memory, when `rescore` and the segment is held whole), each
+  // then cut to the request's n-best; the memory forgets their segments.
+  void CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals, bool rescore);
   void UpdateGauges();
   // Feature frames of the next chunk: the full window, or after the end of
   // the audio a last short one; 0 when no chunk is ready.
@@ -199,6 +208,12 @@ class Engine {
   std::unique_ptr<decoder::DecoderStatePool> decoder_states_;
   std::unique_ptr<CohortStaging> staging_;
   Tensor log_probs_;  // [max_batch_size, chunk, V] float32 on the model's device.
+  // Attention rescoring (null: off), the encoder output of a tick's cohort
+  // ([max_batch_size, chunk, d] float32 on the model's device) and every
+  // slot's segment so far.
+  std::unique_ptr<encoder::AttentionRescorer> rescorer_;
+  Tensor encoder_out_;
+  std::optional<SegmentMemory> segment_memory_;
   EngineStats stats_;
 
   // Command queue (any thread -> scheduler).

@@ -126,6 +126,7 @@ bool Engine::Forward() {
     plan.host_block_table = tables.host_block_table();
     plan.host_cache_lens = tables.host_cache_seqlens();
     plan.states = state_views_;
+    if (rescorer_ != nullptr) plan.encoder_out = encoder_out_.view();
     forward = model_->ForwardCohort(plan, log_probs_.view());
   }
   if (forward.ok()) return true;
@@ -157,6 +158,18 @@ void Engine::DecodeCohortRows() {
   // (reading them is the decoder's work too).
   absl::Status read =
       DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_, row_status_);
+  if (rescorer_ != nullptr && read.ok()) {
+    // Each rescoring row's encoder output joins its segment (the decode's
+    // copy to the host has waited for the forward).
+    const ModelGeometry& g = model_->geometry();
+    const float* encoder_out = encoder_out_.data<float>();
+    for (size_t b = 0; b < n; ++b) {
+      const Row& row = rows_[b];
+      if (!row.stream->rescoring || !row.status.ok()) continue;
+      segment_memory_->Append(row.stream->context->slot(), row.stream->offset,
+                              encoder_out + b * g.chunk_size * g.encoder_dim, row.frames);
+    }
+  }
   for (size_t b = 0; b < n; ++b) {
     Row& row = rows_[b];
     if (!read.ok()) row.status = read;
@@ -164,6 +177,7 @@ void Engine::DecodeCohortRows() {
     if (!row.status.ok()) continue;
     decoder::DecoderState& state = *row.stream->decoder_state;
     row.finals = decoder_->TakeFinalResults(state);
+    CompleteFinals(*row.stream, row.finals, /*rescore=*/true);
     row.decoder_status = decoder_->GetStatus(state);
     row.partial.reset();
     if (row.stream->interim_results && !row.decoder_status.finished) {

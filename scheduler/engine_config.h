@@ -43,6 +43,13 @@ struct EngineConfig {
   int frontend_threads = 0;
   // The CTC decoder (search, frame shift, default stream options).
   decoder::CtcDecoderConfig decoder;
+  // Attention rescoring of every final result, for a model with an attention
+  // decoder and the prefix beam search (a request may turn it off): the
+  // beam's n-best is rescored over the segment's encoder output. Each slot
+  // keeps up to rescoring_max_segment_s of its segment's encoder output;
+  // a longer segment's final keeps the CTC order.
+  bool attention_rescoring = true;
+  double rescoring_max_segment_s = 30.0;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;
@@ -53,6 +60,8 @@ struct StreamRequest {
   int sample_rate = 16000;       // Input rate in Hz, [8000, 48000].
   bool interim_results = true;   // Emit partial results after each chunk.
   decoder::StreamOptions decode; // n-best, single utterance, endpointing, phrases.
+  // Rescore this stream's finals when the engine rescores (EngineConfig).
+  bool attention_rescoring = true;
 };
 
 }  // namespace oasr::scheduler

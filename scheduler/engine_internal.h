@@ -62,6 +62,8 @@ struct Engine::Stream {
   bool admitted = false;
   bool queued = false;          // In ready_: has a chunk (or its end) to process.
   bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
+  bool rescoring = false;       // Its finals are rescored (attention decoder).
+  int nbest = 1;                // Hypotheses per result the request asked for.
   size_t active_index = 0;      // Position in active_ while admitted.
   size_t ready_index = 0;       // Position in ready_ while queued.
   int64_t chunks_done = 0;

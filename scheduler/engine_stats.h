@@ -51,6 +51,10 @@ struct EngineStats {
   std::atomic<int64_t> chunks_processed{0};
   std::atomic<int64_t> ticks{0};
   std::array<std::atomic<int64_t>, 5> finished{};  // By FinishReason.
+  // Final results attention rescoring ordered, and those it could not (a
+  // segment longer than the rescoring window, or a rescorer error).
+  std::atomic<int64_t> segments_rescored{0};
+  std::atomic<int64_t> segments_not_rescored{0};
   // Where the scheduler thread's time goes, in nanoseconds: whole ticks, and
   // within them the front end (resampling, fbank), the model forward and
   // the decoder. The rest of a tick is the scheduler's own overhead.
@@ -60,6 +64,7 @@ struct EngineStats {
   std::atomic<int64_t> frontend_ns{0};
   std::atomic<int64_t> model_ns{0};
   std::atomic<int64_t> decode_ns{0};
+  std::atomic<int64_t> rescoring_ns{0};  // Attention rescoring of finals (inside tick_ns).
   std::atomic<int64_t> frontend_pool_ns{0};
 
   Histogram chunk_latency_s;  // Audio that completed a chunk arrived -> its result out.

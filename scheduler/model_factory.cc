@@ -1,5 +1,7 @@
 #include "scheduler/model_factory.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "decoder/word_lm.h"
@@ -104,12 +106,40 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
   return loaded;
 }
 
+absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
+    const StreamingModel& model, const EngineConfig& config) {
+  const auto* conformer = dynamic_cast<const ConformerStreamingModel*>(&model);
+  if (conformer == nullptr || conformer->model().attention_decoder() == nullptr) return nullptr;
+  if (!config.attention_rescoring) {
+    spdlog::info("attention rescoring: off (the model has an attention decoder)");
+    return nullptr;
+  }
+  if (config.decoder.method != decoder::SearchMethod::kPrefixBeam) {
+    spdlog::info("attention rescoring: off (the greedy search has no n-best to rescore)");
+    return nullptr;
+  }
+  if (model.context().is_cuda()) {
+    spdlog::warn(
+        "attention rescoring: off on {} (the attention decoder computes on the CPU backend only "
+        "for now); finals keep the CTC order",
+        model.context().Describe());
+    return nullptr;
+  }
+  encoder::RescorerOptions options;
+  options.max_frames = static_cast<int64_t>(
+      std::ceil(config.rescoring_max_segment_s * 1000.0 / model.geometry().FrameShiftMs()));
+  return encoder::AttentionRescorer::Create(&conformer->model(), &model.context(), options);
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
                                                    const EngineConfig& config) {
   OASR_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(options));
   EngineConfig engine_config = config;
   engine_config.decoder = loaded.decoder_config;
-  return Engine::Create(engine_config, std::move(loaded.model), std::move(loaded.decoder));
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::AttentionRescorer> rescorer,
+                        CreateRescorer(*loaded.model, engine_config));
+  return Engine::Create(engine_config, std::move(loaded.model), std::move(loaded.decoder),
+                        std::move(rescorer));
 }
 
 }  // namespace oasr::scheduler

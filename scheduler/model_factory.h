@@ -56,6 +56,13 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options);
 
 // LoadModel, then an Engine over it with `config` (its decoder field is
 // ignored: the loaded decoder serves).
+// The attention rescorer for `model` under `config`: nullptr when the model
+// has no attention decoder, or config turns rescoring off, or the search is
+// greedy, or the model computes on CUDA (the decoder runs on the CPU backend
+// only for now); each but the first is logged.
+absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
+    const StreamingModel& model, const EngineConfig& config);
+
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
                                                    const EngineConfig& config);
 

@@ -32,6 +32,7 @@ struct ModelGeometry {
   int chunk_size = 16;             // Encoder frames per chunk.
   int num_left_chunks = -1;        // -1 keeps all history.
   int vocab_size = 0;              // CTC outputs (blank = 0).
+  int encoder_dim = 0;             // Width of the encoder output (CohortPlan::encoder_out).
   double feature_shift_ms = 10.0;  // Between consecutive feature frames.
 
   // The model's frame clock: one encoder (CTC) frame, feature_shift_ms x
@@ -76,6 +77,10 @@ struct CohortPlan {
   // One tensor per StreamStates() entry, in that order, with the slot axis
   // the spec names.
   std::span<const TensorView> states;
+  // Optional (empty: not wanted): float32 [batch, chunk, encoder_dim] on the
+  // device, where the forward also writes the encoder output its log-probs
+  // were computed from (attention rescoring reads it).
+  TensorView encoder_out;
 };
 
 // Thread-safety: called from the engine's scheduler thread only, except

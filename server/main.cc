@@ -83,6 +83,12 @@ int main(int argc, char** argv) {
   app.add_option("--lm-weight", options.lm_weight,
                  "Unit language model weight (negative: the one in the model's lm.json)")
       ->capture_default_str();
+  app.add_flag("!--no-rescoring", options.attention_rescoring,
+               "Keep the CTC n-best order of finals (no attention rescoring with the model's "
+               "attention decoder)");
+  app.add_option("--rescoring-max-segment", options.rescoring_max_segment_seconds,
+                 "Seconds of a segment attention rescoring holds; longer ones keep the CTC order")
+      ->capture_default_str();
   app.add_option("--frontend-threads", options.frontend_threads,
                  "Threads for resampling and fbank off the scheduler thread (0: on it)")
       ->capture_default_str();

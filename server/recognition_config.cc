@@ -123,6 +123,7 @@ absl::StatusOr<ParsedConfig> ParseRecognitionConfig(const asr::v1::RecognitionCo
   request.decode = model.engine().decoder().config().stream;
   request.decode.context.reset();
   request.decode.nbest = parsed.max_alternatives;
+  request.attention_rescoring = !config.disable_attention_rescoring();
   if (config.has_endpointing_config()) {
     OASR_RETURN_IF_ERROR(ParseEndpointing(config.endpointing_config(), &request.decode.endpoint));
   }

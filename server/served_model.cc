@@ -18,9 +18,11 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   OASR_ASSIGN_OR_RETURN(scheduler::LoadedModel loaded, scheduler::LoadModel(options.model));
   const scheduler::ModelGeometry geometry = loaded.geometry;
   options.engine.decoder = loaded.decoder_config;
+  OASR_ASSIGN_OR_RETURN(std::unique_ptr<encoder::AttentionRescorer> rescorer,
+                        scheduler::CreateRescorer(*loaded.model, options.engine));
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<scheduler::Engine> engine,
                         scheduler::Engine::Create(options.engine, std::move(loaded.model),
-                                                  std::move(loaded.decoder)));
+                                                  std::move(loaded.decoder), std::move(rescorer)));
 
   auto served = std::unique_ptr<ServedModel>(new ServedModel());
   served->engine_ = std::move(engine);

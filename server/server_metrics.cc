@@ -62,6 +62,13 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
                   "\n");
   Header(out, "oasr_chunks_processed_total", "counter", "Chunks decoded, all streams.");
   Sample(out, "oasr_chunks_processed_total", e.chunks_processed.load());
+  Header(out, "oasr_segments_rescored_total", "counter",
+         "Final results ordered by attention rescoring.");
+  Sample(out, "oasr_segments_rescored_total", e.segments_rescored.load());
+  Header(out, "oasr_segments_not_rescored_total", "counter",
+         "Final results of rescoring streams left in CTC order (a segment longer than the "
+         "rescoring window, or a rescoring error).");
+  Sample(out, "oasr_segments_not_rescored_total", e.segments_not_rescored.load());
   RenderHistogram(out, "oasr_chunk_latency_seconds",
                   "From the audio that completed a chunk arriving to its result.",
                   e.chunk_latency_s);

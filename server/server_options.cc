@@ -51,6 +51,11 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: ", num_threads, " is outside [1, 256]"));
   }
+  if (!(rescoring_max_segment_seconds > 0 && rescoring_max_segment_seconds <= 3600)) {
+    return absl::InvalidArgumentError(absl::StrCat("rescoring_max_segment_seconds: ",
+                                                   rescoring_max_segment_seconds,
+                                                   " is outside (0, 3600]"));
+  }
   if (frontend_threads < 0 || frontend_threads > 256) {
     return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
                                                    " is outside [0, 256] (0 runs it inline)"));

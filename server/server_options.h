@@ -54,6 +54,11 @@ struct ServerOptions {
   bool use_lm = true;
   // The unit language model's weight; negative: the one in lm.json.
   double lm_weight = -1.0;
+  // Rescore final results with the model's attention decoder (U2 / U2++
+  // models) when it has one; a request may still turn it off. Segments
+  // longer than rescoring_max_segment_seconds keep the CTC order.
+  bool attention_rescoring = true;
+  double rescoring_max_segment_seconds = 30.0;
   // Threads that run the streams' front ends (resampling, fbank) off the
   // scheduler thread; 0 runs them on it. Default: half the hardware
   // threads, at most 4, at least 1.

@@ -1,7 +1,8 @@
 // Server paths beyond plain recognition, each through a real oasr-server
 // subprocess serving the small random model (fixture encoder_golden): the
 // idle-stream timeout, single_utterance ending at an endpoint, phrase
-// boosting, the keepalive flags, and raw G.711 (mu-law, A-law) in Recognize.
+// boosting, the keepalive flags, raw G.711 (mu-law, A-law) in Recognize, and
+// attention rescoring of a U2++ model's finals.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -148,6 +149,44 @@ TEST(SingleUtteranceTest, TheFirstEndpointEndsTheStreamWithFinishReasonEndpoint)
   std::map<std::string, double> metrics;
   EXPECT_TRUE(WaitForIdle(server.metrics_port(), &metrics));
   EXPECT_EQ(metrics["oasr_streams_finished_total{finish_reason=\"endpoint\"}"], 1);
+}
+
+// A U2++ model (attention decoder): the server rescores every final result
+// unless the request or the server turns it off; interim results never are.
+TEST(AttentionRescoringTest, FinalsAreRescoredUnlessTurnedOff) {
+  const std::string model = std::string(OASR_ENCODER_FIXTURES) + "/u2pp_rescoring/model";
+  const std::vector<int16_t> audio = MakeAudio(43, 2.6, 16000);
+  asr::v1::StreamingRecognitionConfig config = Config(16000, /*interim=*/true);
+  config.mutable_config()->mutable_endpointing_config()->set_max_segment_ms(1000);
+  config.mutable_config()->set_max_alternatives(2);
+  std::vector<std::string> finals[3];
+  for (int run = 0; run < 3; ++run) {
+    testing::ServerProcess server;
+    std::vector<std::string> args = {"--model-dir", model, "--log-level", "info"};
+    if (run == 2) args.push_back("--no-rescoring");
+    ASSERT_TRUE(server.Start(OASR_SERVER_BINARY, args)) << server.error();
+    auto stub = Connect(server);
+    asr::v1::StreamingRecognitionConfig c = config;
+    c.mutable_config()->set_disable_attention_rescoring(run == 1);
+    server::StreamOutcome outcome = Stream(*stub, audio, c);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    EXPECT_EQ(outcome.finish_reason, "stop");
+    ASSERT_GE(outcome.finals.size(), 2u);
+    finals[run] = outcome.finals;
+    std::map<std::string, double> metrics;
+    EXPECT_TRUE(WaitForIdle(server.metrics_port(), &metrics));
+    EXPECT_EQ(metrics["oasr_segments_rescored_total"],
+              run == 0 ? static_cast<double>(outcome.finals.size()) : 0.0)
+        << "run " << run;
+    EXPECT_EQ(metrics["oasr_segments_not_rescored_total"], 0) << "run " << run;
+    for (const auto& response : outcome.responses) {
+      for (const auto& r : response.results()) {
+        EXPECT_LE(r.alternatives_size(), 2) << "max_alternatives is kept of the whole beam";
+      }
+    }
+  }
+  // Off by request and off for the server decode alike.
+  EXPECT_EQ(finals[1], finals[2]);
 }
 
 std::string Joined(const std::vector<std::string>& finals) {

@@ -9,7 +9,7 @@ under "cases". Also DIR/fbank: speech (espeak-ng when installed, else a
 synthetic signal), its 16 kHz float samples and torchaudio's Kaldi fbank.
 
 For every rescoring case (manifest "rescoring": a U2 model with a transformer
-decoder, a U2++ model with a bitransformer one): the model directory with its
+decoder, U2++ models with bitransformer ones, over 4x, 6x and 8x subsampling): the model directory with its
 attention decoder (decoder.json), feats.npy, encoder_out.npy (the encoder
 output at the case's chunk size, float32 [T', d]), the CTC prefix beam
 search n-best of its log-probs (tools/ctc_reference.py), every hypothesis's
@@ -150,21 +150,26 @@ def write_converted_case(out: str, seed: int) -> dict:
     return entry
 
 
-# name: (decoder config, rescoring weights in decoder.json, other weights to score)
+# name: (decoder config, rescoring weights in decoder.json, other weights to score,
+#        the encoder's subsampling)
 RESCORING_CASES = {
     "u2_rescoring": (attention.DecoderConfig("transformer", 4, 160, 3, 0),
-                     model_dir.Rescoring(0.5, 0.0, 1.0), [(0.3, 0.0, 1.0), (1.0, 0.0, 0.5)]),
+                     model_dir.Rescoring(0.5, 0.0, 1.0), [(0.3, 0.0, 1.0), (1.0, 0.0, 0.5)],
+                     "conv2d"),
     "u2pp_rescoring": (attention.DecoderConfig("bitransformer", 4, 160, 2, 2),
-                       model_dir.Rescoring(0.3, 0.5, 1.0), [(0.5, 0.0, 1.0), (0.5, 1.0, 1.0)]),
+                       model_dir.Rescoring(0.3, 0.5, 1.0), [(0.5, 0.0, 1.0), (0.5, 1.0, 1.0)],
+                       "conv2d6"),
+    "u2pp_rescoring_sub8": (attention.DecoderConfig("bitransformer", 2, 96, 1, 1),
+                            model_dir.Rescoring(0.5, 0.3, 1.0), [(0.1, 0.0, 2.0)], "conv2d8"),
 }
 
 
 def write_rescoring_case(out: str, name: str, seed: int) -> dict:
     from tools.ctc_reference import Phrases, prefix_beam_search
 
-    dcfg, rescoring, extra_weights = RESCORING_CASES[name]
+    dcfg, rescoring, extra_weights, input_layer = RESCORING_CASES[name]
     cfg = ModelConfig(output_dim=37, output_size=64, attention_heads=4, linear_units=128,
-                      num_blocks=2, cnn_module_kernel=8)
+                      num_blocks=2, cnn_module_kernel=8, input_layer=input_layer)
     chunk = 8
     case_dir = os.path.join(out, name)
     os.makedirs(case_dir, exist_ok=True)

@@ -1,0 +1,98 @@
+// Attention rescoring (WeNet's "attention_rescoring"): scores the CTC n-best
+// of one segment with the model's attention decoder over that segment's
+// encoder output, teacher-forced, in one pass per direction (the maths:
+// docs/model-format.md, "Attention decoder").
+//
+// Every buffer of a pass -- the cross-attention K/V of the segment, the
+// hypotheses' activations and self-attention K/V, the output logits -- is
+// allocated once, here, for the longest segment and the largest n-best the
+// rescorer is created for; Score allocates nothing. Hypotheses are packed
+// without padding (one row per decoder position) and run in groups whose
+// rows fit the buffers, so a group's size never changes a score.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/execution_context.h"
+#include "encoder/attention_decoder.h"
+#include "encoder/conformer_model.h"
+#include "kernels/linear.h"
+
+namespace oasr::encoder {
+
+struct RescorerOptions {
+  // The longest segment, in encoder frames (its hypotheses have at most this
+  // many tokens).
+  int64_t max_frames = 750;
+  // Decoder positions (tokens + 1 per hypothesis) per group; 0 derives it:
+  // max(max_frames + 1, 512). At least max_frames + 1.
+  int64_t max_rows = 0;
+
+  // INVALID_ARGUMENT naming the field: max_frames in [1, 2^20], max_rows 0 or
+  // in [max_frames + 1, 2^22].
+  absl::Status Validate() const;
+};
+
+class AttentionRescorer {
+ public:
+  // For `model`'s attention decoder on `ctx` (both must outlive the
+  // rescorer). FAILED_PRECONDITION for a model without one; UNIMPLEMENTED
+  // for a CUDA context (the decoder computes on the CPU for now);
+  // INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<AttentionRescorer>> Create(const ConformerModel* model,
+                                                                   ExecutionContext* ctx,
+                                                                   const RescorerOptions& options);
+  ~AttentionRescorer();
+
+  const AttentionDecoderConfig& config() const { return model_->attention_decoder()->config; }
+  const RescorerOptions& options() const { return options_; }
+  int64_t encoder_dim() const { return d_; }
+
+  // Decoder scores of every hypothesis (unit ids without sos / eos) of one
+  // segment whose encoder output is `memory` [frames, d] float32 on the
+  // host: left[i] = sum_j log P(y_j | sos, y_<j) + log P(eos | sos, y), and,
+  // when `right` is non-empty (a bidirectional decoder), the same of the
+  // reversed hypothesis under the right-to-left decoder. Sums in float64.
+  // INVALID_ARGUMENT for frames outside [1, max_frames], a hypothesis longer
+  // than max_frames tokens, a unit id outside the vocabulary, output spans
+  // of another size, or `right` without a right-to-left decoder.
+  absl::Status Score(const float* memory, int64_t frames,
+                     std::span<const std::span<const int32_t>> hyps, std::span<double> left,
+                     std::span<double> right);
+
+ private:
+  struct Layer;
+  struct Direction;
+  AttentionRescorer(const ConformerModel* model, ExecutionContext* ctx,
+                    const RescorerOptions& options);
+  absl::Status Init();
+  absl::Status PrepareDirection(const DecoderDirectionWeights& w, Direction* out);
+  // Runs hypotheses [first, last) packed into rows [0, rows), adding each
+  // one's score to out[i].
+  absl::Status RunGroup(const Direction& dir, int64_t frames,
+                        std::span<const std::span<const int32_t>> hyps, size_t first, size_t last,
+                        bool reverse, std::span<double> out);
+  absl::Status Attend(const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
+                      int64_t queries, int64_t keys, bool causal, float* out);
+
+  const ConformerModel* model_;
+  ExecutionContext* ctx_;
+  RescorerOptions options_;
+  int64_t d_ = 0, heads_ = 0, dk_ = 0, units_ = 0, vocab_ = 0;
+  std::vector<std::unique_ptr<Direction>> directions_;  // left, then right
+  // Work buffers (see the file comment), float32.
+  std::vector<float> pe_;        // [max_frames + 1, d] sinusoid positions
+  std::vector<float> cross_kv_;  // [layers, max_frames, 2d]
+  std::vector<float> x_, y_, qkv_, att_, hidden_;  // rows x d / 3d / d / U
+  std::vector<float> logits_;    // [kLogitRows, V]
+  std::vector<float> scores_;    // [max_rows, max(max_rows, max_frames)] attention weights
+  std::vector<int32_t> targets_;  // per row: the unit it predicts
+  std::vector<int32_t> owner_;    // per row: its hypothesis
+};
+
+}  // namespace oasr::encoder

@@ -1,0 +1,25 @@
+// A segment's final result rescored with the attention decoder (WeNet's
+// attention_rescoring): every hypothesis gets its decoder score, and the
+// n-best is ordered by rescoring_weight * decoder score + ctc_weight * the
+// CTC search's ranking score (its prefix score with any phrase and language
+// model terms, as WeNet's runtime combines them), the first on ties.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "decoder/decode_result.h"
+#include "encoder/attention_rescorer.h"
+
+namespace oasr::scheduler {
+
+// Rescores `result` over `memory`, the segment's encoder output [frames, d]
+// on the host, then keeps its first `keep` hypotheses. The right-to-left
+// decoder runs only when weights.reverse_weight > 0. Errors are the
+// rescorer's; `result` is unchanged then.
+absl::Status RescoreResult(encoder::AttentionRescorer& rescorer,
+                           const encoder::RescoringWeights& weights, const float* memory,
+                           int64_t frames, size_t keep, decoder::DecodeResult* result);
+
+}  // namespace oasr::scheduler
