@@ -111,8 +111,8 @@ def main():
     os.makedirs(work)
     tools = find_tools(work)
     if len(tools) < 2:
-        print(f"SKIPPED: grpcurl and ghz needed, found only {sorted(tools) or 'neither'} "
-              "(PATH, GRPC_TOOLS_DIR, GRPC_TOOLS_ARCHIVE)")
+        print(f"SKIPPED: grpcurl and ghz needed, found: {', '.join(sorted(tools)) or 'none'} "
+              "(searched PATH, GRPC_TOOLS_DIR, GRPC_TOOLS_ARCHIVE)")
         return SKIP
     if not os.path.isfile(os.path.join(source_dir, "models/en-conformer-ctc/config.json")):
         print("SKIPPED: the bundled model models/en-conformer-ctc is not there")
