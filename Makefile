@@ -14,7 +14,7 @@ CMAKE_FLAGS ?=
 SERVE_MODEL := $(if $(MODEL_DIR),--model-dir $(MODEL_DIR),)
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu')
 
-.PHONY: all deps configure build serve test test-asan bench format format-check clean
+.PHONY: all deps configure build serve test test-asan container-test bench format format-check clean
 
 all: build
 
@@ -47,6 +47,14 @@ test-asan: deps
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
+
+# Builds the Dockerfile's image (podman or docker, whichever can run) and
+# checks it on loopback: the bundled model served, health, samples/
+# transcribed, non-root, flags and OASR_* variables, a clean `stop`. Skips,
+# saying why, where neither engine can run. Not part of `make test`: a cold
+# image build takes minutes.
+container-test:
+	bash scripts/container-test.sh
 
 # Builds and runs every benchmark (executables named oasr-bench-*); they print their figures.
 bench: build

@@ -368,6 +368,8 @@ void Engine::Loop() {
   all.reserve(streams_.size());
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
+  // /metrics is still scraped while the server drains: show the slots freed.
+  UpdateGauges();
 }
 
 bool Engine::Tick(std::vector<Command>& commands) {

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "common/logging.h"
 #include "common/version.h"
+#include "server/env_flags.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -109,6 +110,11 @@ int main(int argc, char** argv) {
   app.add_option("--min-client-ping", options.min_client_ping_seconds,
                  "Shortest interval between client pings tolerated, in seconds")
       ->capture_default_str();
+  // Every flag also from OASR_<FLAG> (--max-active-streams: OASR_MAX_ACTIVE_STREAMS).
+  oasr::server::ReadOptionsFromEnvironment(&app, "OASR_");
+  app.footer(
+      "Every option also reads OASR_<NAME> (--model-dir: OASR_MODEL_DIR); the command line wins, "
+      "then --config, then the environment.");
   CLI11_PARSE(app, argc, argv);
 
   if (absl::Status status = oasr::InitLogging(options.log_level); !status.ok()) {

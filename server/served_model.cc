@@ -38,7 +38,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   info.set_chunk_frames(geometry.chunk_size);
   info.set_chunk_ms(static_cast<int>(geometry.chunk_size * geometry.FrameShiftMs()));
   info.set_vocabulary_size(geometry.vocab_size);
-  info.set_max_stream_seconds(served->engine_->cache_config().max_stream_seconds());
+  // With eviction a stream keeps only the history attention sees, so no
+  // length ends it: 0, the proto's "unbounded".
+  const cache::CacheConfig& cache = served->engine_->cache_config();
+  info.set_max_stream_seconds(cache.eviction_enabled() ? 0.0 : cache.max_stream_seconds());
   info.set_max_active_streams(options.engine.max_batch_size);
   info.set_max_waiting_streams(options.engine.max_waiting);
   info.set_model_dir(dir);

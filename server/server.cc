@@ -13,6 +13,7 @@
 #include "common/device.h"
 #include "common/status.h"
 #include "common/version.h"
+#include "grpc/health/v1/health.pb.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -20,9 +21,10 @@ namespace oasr::server {
 namespace {
 
 constexpr const char kSpeechServiceName[] = "oasr.asr.v1.Speech";
-// After the grace period the engine cancels what is left; gRPC gets this
-// long to deliver those endings before it cuts the calls.
-constexpr std::chrono::seconds kFinalDeliverySlack{5};
+// After the grace period the engine cancels what is left; the calls get at
+// most this long to deliver those endings (milliseconds, usually) before
+// gRPC cuts them. Waited only while such calls are still open.
+constexpr std::chrono::milliseconds kMaxFinalDelivery{1000};
 
 void SetHealth(grpc::Server* server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
@@ -47,6 +49,10 @@ absl::Status Server::Start() {
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // The built-in health service does not register grpc.health.v1's
+  // descriptors; linking the generated ones puts them in the pool reflection
+  // describes services from (grpcurl describes and calls Health through it).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which would let a second server bind a
@@ -91,8 +97,10 @@ absl::Status Server::Start() {
       return status;
     }
   }
-  SetHealth(grpc_server_.get(), true);
-  serving_ = true;
+  // Without a model nothing can be recognised: health stays NOT_SERVING so
+  // probes and load balancers do not send streams here.
+  if (model_ != nullptr) SetHealth(grpc_server_.get(), true);
+  serving_ = model_ != nullptr;
   LogServing();
   return WritePortFile();
 }
@@ -141,15 +149,21 @@ void Server::LogServing() const {
   }
   spdlog::info("inference device: {}{}", device_, gpus == 0 ? " (no usable GPU found)" : "");
   if (model_ == nullptr) {
-    spdlog::warn("no model directory given: serving server info, health and reflection only");
+    spdlog::warn(
+        "no model directory given: serving server info, health (NOT_SERVING) and reflection "
+        "only");
   } else {
     const asr::v1::ModelInfo& info = model_->info();
+    const std::string longest =
+        info.max_stream_seconds() > 0
+            ? absl::StrCat("longest stream ", info.max_stream_seconds(), " s")
+            : std::string("streams of any length");
     spdlog::info(
         "model '{}' ({}) loaded in {:.2f} s: {} Hz, chunk {} ms, {} units, streams {} active + "
-        "{} waiting, longest stream {:.0f} s",
+        "{} waiting, {}",
         info.name(), info.language_code(), model_load_seconds_, info.sample_rate_hertz(),
         info.chunk_ms(), info.vocabulary_size(), info.max_active_streams(),
-        info.max_waiting_streams(), info.max_stream_seconds());
+        info.max_waiting_streams(), longest);
     spdlog::info("the engine computes on {}", model_->engine().model().context().Describe());
   }
   spdlog::info("gRPC listening on {}:{} (services: {}, grpc.health.v1.Health, reflection)",
@@ -211,10 +225,13 @@ void Server::Shutdown() {
     if (left > 0) spdlog::info("grace period over: cancelling {} calls", left);
     // Every open stream ends with "cancelled"; the calls answer UNAVAILABLE.
     model_->Stop();
+    // The cancelled calls send their endings; none waits for the client.
+    WaitForCallsUntil(std::chrono::steady_clock::now() + kMaxFinalDelivery);
   }
-  // Stops accepting, lets the cancelled calls deliver their endings, then
-  // cuts whatever is left (health watchers, say).
-  grpc_server_->Shutdown(std::chrono::system_clock::now() + kFinalDeliverySlack);
+  // No recognition call is left (or the last ones had their chance): stop at
+  // once, cutting health watchers and the connections clients keep open,
+  // which a deadline in the future would wait for (so would docker stop).
+  grpc_server_->Shutdown(std::chrono::system_clock::now());
   if (metrics_) metrics_->Stop();
   spdlog::info("shut down");
 }

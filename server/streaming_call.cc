@@ -122,6 +122,14 @@ void StreamingCall::HandleConfigLocked() {
                             "not audio_content"));
     return;
   }
+  // As Google's API does: a stream must say what audio it sends. An empty
+  // RecognitionConfig ("config": {}) is an explicit choice of the defaults.
+  if (!request_.streaming_config().has_config()) {
+    FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "streaming_config.config: missing; the RecognitionConfig is required "
+                            "({} takes the defaults: LINEAR16 at 16000 Hz)"));
+    return;
+  }
   ServedModel* model = context_->model.load();
   if (context_->draining.load()) {
     FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));

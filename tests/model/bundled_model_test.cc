@@ -197,6 +197,14 @@ TEST_F(BundledModelTest, ServerLoadsItAndListsIt) {
   const nlohmann::json config = nlohmann::json::parse(ReadFile(ModelDir() + "/config.json"));
   EXPECT_EQ(info.vocabulary_size(), config["output_dim"].get<int>());
   EXPECT_EQ(info.chunk_frames(), config["serving"]["chunk_size"].get<int>());
+  // The model evicts history (num_left_chunks >= 0), so streams have no
+  // length ceiling, and the log says so once (issue 20: it said 3.84 s).
+  if (config["serving"].value("num_left_chunks", -1) >= 0) {
+    EXPECT_EQ(info.max_stream_seconds(), 0.0);
+    const std::string log = server_->ReadLog();
+    EXPECT_EQ(log.find("longest stream"), std::string::npos) << log;
+    EXPECT_NE(log.find("streams of any length"), std::string::npos) << log;
+  }
   std::printf("served: %s\n", info.DebugString().c_str());
 }
 

@@ -535,11 +535,19 @@ TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
       ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 0.5, 16000)).ok());
     }
   }
+  const EngineStats& stats = setup.engine->stats();
+  for (int i = 0; i < 500 && stats.streams_active.load() < config.max_batch_size; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(stats.streams_active.load(), config.max_batch_size);
   setup.engine->Stop();
   for (auto& s : streams) {
     Collected c = Collect(*s, 10);
     EXPECT_EQ(c.finish, FinishReason::kCancelled);
   }
+  // A draining server's /metrics reads these after the stop (issue 20).
+  EXPECT_EQ(stats.streams_active.load(), 0);
+  EXPECT_EQ(stats.streams_waiting.load(), 0);
   EXPECT_EQ(setup.engine->OpenStream({}).status().code(), absl::StatusCode::kUnavailable);
 }
 
