@@ -106,10 +106,17 @@ TEST_F(BrokenModelTest, UnexpectedTensor) {
 
 TEST_F(BrokenModelTest, IgnoresWenetLeftovers) {
   EditWeights(dir_, [](auto& t) {
-    t["decoder.embed.0.weight"] = testing::FloatTensor({1}, {0});
     t["encoder.embed.pos_enc.pe"] = testing::FloatTensor({1}, {0});
+    t["encoder.encoders.0.conv_module.norm.num_batches_tracked"] = testing::FloatTensor({1}, {0});
   });
   EXPECT_TRUE(ConformerModel::Load(dir_).ok());
+}
+
+// An attention decoder is read (decoder.json with its tensors), never
+// silently dropped: tensors without decoder.json are refused.
+TEST_F(BrokenModelTest, DecoderTensorsNeedDecoderJson) {
+  EditWeights(dir_, [](auto& t) { t["decoder.embed.0.weight"] = testing::FloatTensor({1}, {0}); });
+  ExpectError("decoder.* tensors but no decoder.json");
 }
 
 TEST_F(BrokenModelTest, UnsupportedOption) {
