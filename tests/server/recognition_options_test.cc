@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -154,7 +155,11 @@ TEST(SingleUtteranceTest, TheFirstEndpointEndsTheStreamWithFinishReasonEndpoint)
 // A U2++ model (attention decoder): the server rescores every final result
 // unless the request or the server turns it off; interim results never are.
 TEST(AttentionRescoringTest, FinalsAreRescoredUnlessTurnedOff) {
-  const std::string model = std::string(OASR_ENCODER_FIXTURES) + "/u2pp_rescoring/model";
+  // Beside the small model among the golden fixtures.
+  const std::string model =
+      (std::filesystem::path(testing::SmallModelDir()).parent_path().parent_path() /
+       "u2pp_rescoring" / "model")
+          .string();
   const std::vector<int16_t> audio = MakeAudio(43, 2.6, 16000);
   asr::v1::StreamingRecognitionConfig config = Config(16000, /*interim=*/true);
   config.mutable_config()->mutable_endpointing_config()->set_max_segment_ms(1000);
