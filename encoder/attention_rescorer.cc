@@ -141,9 +141,9 @@ absl::Status AttentionRescorer::Init() {
   return absl::OkStatus();
 }
 
-absl::Status AttentionRescorer::Attend(const float* q, int64_t ldq, const float* k,
-                                       const float* v, int64_t ldkv, int64_t queries,
-                                       int64_t keys, bool causal, float* out) {
+void AttentionRescorer::Attend(const float* q, int64_t ldq, const float* k, const float* v,
+                               int64_t ldkv, int64_t queries, int64_t keys, bool causal,
+                               float* out) {
   // softmax(q k^T / sqrt(d_k)) v per head; with `causal`, query i sees keys
   // 0..i only (self-attention over one hypothesis).
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk_));
@@ -161,7 +161,6 @@ absl::Status AttentionRescorer::Attend(const float* q, int64_t ldq, const float*
     }
     kernels::cpu::GemmNN(queries, dk_, keys, s, keys, v + h * dk_, ldkv, 0.0f, out + h * dk_, d_);
   }
-  return absl::OkStatus();
 }
 
 absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
@@ -222,8 +221,7 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
     for (size_t i = first; i < last; ++i) {
       const int64_t n = static_cast<int64_t>(hyps[i].size()) + 1;
       const float* q = qkv_.data() + base * 3 * d;
-      OASR_RETURN_IF_ERROR(
-          Attend(q, 3 * d, q + d, q + 2 * d, 3 * d, n, n, true, att_.data() + base * d));
+      Attend(q, 3 * d, q + d, q + 2 * d, 3 * d, n, n, true, att_.data() + base * d);
       base += n;
     }
     OASR_RETURN_IF_ERROR(run(L.self_out, att_.data(), d, x_.data(), d, rows, true));
@@ -233,8 +231,7 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
     base = 0;
     for (size_t i = first; i < last; ++i) {
       const int64_t n = static_cast<int64_t>(hyps[i].size()) + 1;
-      OASR_RETURN_IF_ERROR(Attend(qkv_.data() + base * d, d, kv, kv + d, 2 * d, n, frames, false,
-                                  att_.data() + base * d));
+      Attend(qkv_.data() + base * d, d, kv, kv + d, 2 * d, n, frames, false, att_.data() + base * d);
       base += n;
     }
     OASR_RETURN_IF_ERROR(run(L.src_out, att_.data(), d, x_.data(), d, rows, true));

@@ -77,8 +77,8 @@ class AttentionRescorer {
   absl::Status RunGroup(const Direction& dir, int64_t frames,
                         std::span<const std::span<const int32_t>> hyps, size_t first, size_t last,
                         bool reverse, std::span<double> out);
-  absl::Status Attend(const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
-                      int64_t queries, int64_t keys, bool causal, float* out);
+  void Attend(const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
+              int64_t queries, int64_t keys, bool causal, float* out);
 
   const ConformerModel* model_;
   ExecutionContext* ctx_;

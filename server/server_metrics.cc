@@ -69,6 +69,9 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
          "Final results of rescoring streams left in CTC order (a segment longer than the "
          "rescoring window, or a rescoring error).");
   Sample(out, "oasr_segments_not_rescored_total", e.segments_not_rescored.load());
+  Header(out, "oasr_rescoring_seconds_total", "counter",
+         "Scheduler time spent rescoring final results with the attention decoder.");
+  absl::StrAppend(out, "oasr_rescoring_seconds_total ", e.rescoring_ns.load() / 1e9, "\n");
   RenderHistogram(out, "oasr_chunk_latency_seconds",
                   "From the audio that completed a chunk arriving to its result.",
                   e.chunk_latency_s);
