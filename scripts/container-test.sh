@@ -70,6 +70,14 @@ for base in $bases; do
     skip "base image $base is neither present nor pullable (no registry; no $tools/make-base-images.sh)"
   fi
 done
+# The engine must be able to start a container at all (podman on a host
+# whose default OCI runtime cannot run here, without CONTAINERS_CONF naming
+# one that can, fails every RUN step).
+probe_base=$(echo "$bases" | tail -n 1)
+if ! probe=$(timeout 120 "$engine" run --rm "$probe_base" true 2>&1); then
+  skip "$engine cannot start a container here (set CONTAINERS_CONF; see ../shared/tools/README.md):" \
+    "$(echo "$probe" | tail -n 1)"
+fi
 
 # Removes container $1 at once (only this script's, by name).
 remove() {
