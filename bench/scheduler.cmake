@@ -9,3 +9,8 @@ add_executable(oasr-bench-step ${CMAKE_CURRENT_LIST_DIR}/step_bench.cc)
 target_link_libraries(oasr-bench-step PRIVATE oasr_scheduler CLI11::CLI11)
 target_compile_definitions(oasr-bench-step PRIVATE
   OASR_BUNDLED_MODEL="${PROJECT_SOURCE_DIR}/models/en-conformer-ctc")
+
+# oasr-bench-stem: the conv2d subsampling stem alone, fused and unfused
+# (bench/stem_bench.cc; cuDNN's side is bench/gpu/stem_torch.py).
+add_executable(oasr-bench-stem ${CMAKE_CURRENT_LIST_DIR}/stem_bench.cc)
+target_link_libraries(oasr-bench-stem PRIVATE oasr_scheduler CLI11::CLI11)

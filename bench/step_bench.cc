@@ -21,6 +21,7 @@
 #include "cache/attention_cache_manager.h"
 #include "cache/block_pool.h"
 #include "cache/slot_state_cache.h"
+#include "common/cuda_graph.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "scheduler/cohort_staging.h"
@@ -71,7 +72,8 @@ struct Row {
   double ms = 0;
 };
 
-absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int history, int reps) {
+absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int history, int reps,
+                             bool graphed) {
   const ModelGeometry& g = model.geometry();
   ExecutionContext& ctx = model.context();
   cache::CacheConfig c = model.BaseCacheConfig();
@@ -105,29 +107,20 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
   }
   std::vector<TensorView> state_views;
   for (int i = 0; i < states->num_specs(); ++i) state_views.push_back(states->buffer(i));
+  const CohortPlan plan = MakeCohortPlan(*staging, batch, g.chunk_size, *pool,
+                                         attention->mirror(), state_views);
+  // A step: the plan's host work and its one staged copy, then the forward,
+  // launched op by op or replayed as a CUDA graph captured from it.
+  CudaGraph graph;
   auto step = [&](bool commit) -> absl::Status {
     OASR_RETURN_IF_ERROR(attention->PrepareChunksBatched(slots));
     attention->UpdateDeviceMirror(ctx.stream());
     OASR_RETURN_IF_ERROR(staging->Upload(batch, ctx.stream()));
-    const cache::BlockTableMirror& m = attention->mirror();
-    CohortPlan plan;
-    plan.batch = batch;
-    plan.chunk = g.chunk_size;
-    plan.slots = staging->device_slots(batch);
-    plan.frames = staging->device_frames(batch);
-    plan.offsets = staging->device_offsets(batch);
-    plan.host_slots = {staging->slots(), static_cast<size_t>(batch)};
-    plan.host_frames = {staging->frames(), static_cast<size_t>(batch)};
-    plan.host_offsets = {staging->offsets(), static_cast<size_t>(batch)};
-    plan.feats = staging->device_feats(batch);
-    plan.k_pool = pool->k_pool();
-    plan.v_pool = pool->v_pool();
-    plan.block_table = m.block_table();
-    plan.cache_lens = m.cache_seqlens();
-    plan.host_block_table = m.host_block_table();
-    plan.host_cache_lens = m.host_cache_seqlens();
-    plan.states = state_views;
-    OASR_RETURN_IF_ERROR(model.ForwardCohort(plan, log_probs.view()));
+    if (graph.empty()) {
+      OASR_RETURN_IF_ERROR(model.ForwardCohort(plan, log_probs.view()));
+    } else {
+      OASR_RETURN_IF_ERROR(graph.Launch(ctx.stream()));
+    }
     if (!commit) return absl::OkStatus();
     OASR_RETURN_IF_ERROR(ctx.Synchronize());
     for (int b = 0; b < batch; ++b) {
@@ -141,6 +134,12 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
   for (int b = 0; b < batch; ++b) staging->offsets()[b] = 1000 + 16 * (b % 64);
   for (int k = 0; k <= history / g.chunk_size; ++k) OASR_RETURN_IF_ERROR(step(true));
   for (int k = 0; k < 2; ++k) OASR_RETURN_IF_ERROR(step(false));
+  if (graphed) {
+    OASR_ASSIGN_OR_RETURN(graph, CudaGraph::Capture(ctx.stream(), [&] {
+                            return model.ForwardCohort(plan, log_probs.view());
+                          }));
+    for (int k = 0; k < 2; ++k) OASR_RETURN_IF_ERROR(step(false));
+  }
   OASR_RETURN_IF_ERROR(ctx.Synchronize());
   std::vector<double> ms;
 #if OASR_WITH_CUDA
@@ -179,7 +178,7 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
 
 int Main(int argc, char** argv) {
   CLI::App app{"oasr-bench-step: one batched chunk step of the streaming encoder for B streams"};
-  std::string model_dir = OASR_BUNDLED_MODEL, device = "auto", dtype, batches;
+  std::string model_dir = OASR_BUNDLED_MODEL, device = "auto", dtype, batches, modes;
   int history = 64, reps = 20, threads = 1;
   double peak = 790.0;
   app.add_option("--model-dir", model_dir, "Model directory")->capture_default_str();
@@ -188,6 +187,9 @@ int Main(int argc, char** argv) {
   app.add_option(
       "--batches", batches,
       "Comma-separated batch sizes (default: 1,64,512,2048,8192 on CUDA, 1,8,32 on the CPU)");
+  app.add_option("--modes", modes,
+                 "Comma-separated: eager (every op launched), graph (the forward replayed as a "
+                 "CUDA graph); default both on CUDA, eager on the CPU");
   app.add_option("--history", history, "Frames of attention history per stream")
       ->capture_default_str();
   app.add_option("--reps", reps, "Timed steps per batch size")->check(CLI::Range(1, 10000));
@@ -204,6 +206,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
+  if (modes.empty()) modes = options.device.is_cuda() ? "eager,graph" : "eager";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
@@ -220,21 +223,29 @@ int Main(int argc, char** argv) {
       c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
       c.output_dim, g.chunk_size, chunk_s, history, model.context().Describe().c_str(),
       DTypeName(loaded->dtype), flops / 1e6);
-  std::printf("%8s %12s %16s %14s %10s %8s\n", "B", "step ms", "real-time streams", "frames/s",
-              "TFLOP/s", "% peak");
+  std::printf("%8s %6s %12s %16s %14s %10s %8s\n", "B", "mode", "step ms", "real-time streams",
+              "frames/s", "TFLOP/s", "% peak");
   for (absl::string_view part : absl::StrSplit(batches, ',')) {
     int batch = 0;
     if (!absl::SimpleAtoi(part, &batch) || batch < 1) continue;
-    absl::StatusOr<Row> row = TimeStep(model, batch, history, reps);
-    if (!row.ok()) {
-      std::printf("%8d  %s\n", batch, std::string(row.status().message()).c_str());
-      continue;
+    for (absl::string_view mode : absl::StrSplit(modes, ',')) {
+      if (mode != "eager" && mode != "graph") {
+        std::fprintf(stderr, "--modes: %s is neither eager nor graph\n", std::string(mode).c_str());
+        return 2;
+      }
+      absl::StatusOr<Row> row = TimeStep(model, batch, history, reps, mode == "graph");
+      if (!row.ok()) {
+        std::printf("%8d %6s  %s\n", batch, std::string(mode).c_str(),
+                    std::string(row.status().message()).c_str());
+        continue;
+      }
+      const double frames_per_s = batch * g.chunk_size / (row->ms / 1000.0);
+      const double tflops = frames_per_s * flops / 1e12;
+      std::printf("%8d %6s %12.3f %16.0f %14.0f %10.1f %8.1f\n", batch, std::string(mode).c_str(),
+                  row->ms, batch * chunk_s / (row->ms / 1000.0), frames_per_s, tflops,
+                  100.0 * tflops / peak);
+      std::fflush(stdout);
     }
-    const double frames_per_s = batch * g.chunk_size / (row->ms / 1000.0);
-    const double tflops = frames_per_s * flops / 1e12;
-    std::printf("%8d %12.3f %16.0f %14.0f %10.1f %8.1f\n", batch, row->ms,
-                batch * chunk_s / (row->ms / 1000.0), frames_per_s, tflops, 100.0 * tflops / peak);
-    std::fflush(stdout);
   }
   return 0;
 }

@@ -47,4 +47,27 @@ TensorView CohortStaging::device_feats(int batch) const {
                     {batch, window_frames_, feature_dim_}, buf.device());
 }
 
+CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
+                          const cache::BlockPool& pool, const cache::BlockTableMirror& tables,
+                          std::span<const TensorView> states) {
+  CohortPlan plan;
+  plan.batch = batch;
+  plan.chunk = chunk;
+  plan.slots = staging.device_slots(batch);
+  plan.frames = staging.device_frames(batch);
+  plan.offsets = staging.device_offsets(batch);
+  plan.host_slots = {staging.slots(), static_cast<size_t>(batch)};
+  plan.host_frames = {staging.frames(), static_cast<size_t>(batch)};
+  plan.host_offsets = {staging.offsets(), static_cast<size_t>(batch)};
+  plan.feats = staging.device_feats(batch);
+  plan.k_pool = pool.k_pool();
+  plan.v_pool = pool.v_pool();
+  plan.block_table = tables.block_table();
+  plan.cache_lens = tables.cache_seqlens();
+  plan.host_block_table = tables.host_block_table();
+  plan.host_cache_lens = tables.host_cache_seqlens();
+  plan.states = states;
+  return plan;
+}
+
 }  // namespace oasr::scheduler

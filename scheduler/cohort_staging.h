@@ -15,11 +15,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/block_pool.h"
+#include "cache/block_table_mirror.h"
 #include "common/gpu_stream.h"
 #include "common/tensor.h"
+#include "scheduler/streaming_model.h"
 
 namespace oasr::scheduler {
 
@@ -64,5 +68,14 @@ class CohortStaging {
   Tensor host_;
   Tensor device_;  // Empty on the CPU.
 };
+
+// The plan of the staging's first `batch` rows over the engine's caches: the
+// pool's K/V, the mirror's tables (device and host) and the slot states.
+// Every view points at a fixed address, so plans of the same batch made at
+// different ticks are identical (what a captured CUDA graph relies on).
+// Non-owning: valid while the staging, pool, mirror and states live.
+CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
+                          const cache::BlockPool& pool, const cache::BlockTableMirror& tables,
+                          std::span<const TensorView> states);
 
 }  // namespace oasr::scheduler

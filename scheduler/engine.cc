@@ -141,16 +141,21 @@ absl::Status Engine::Init() {
   absl::StatusOr<cache::CacheConfig> resolved = cache::ResolveCacheConfig(c);
   if (!resolved.ok()) return resolved.status();
   cache_config_ = *resolved;
-  absl::StatusOr<std::unique_ptr<cache::BlockPool>> pool = cache::BlockPool::Create(cache_config_);
+  // CUDA graphs pad cohorts with one padding lane: a slot past the streams'
+  // whose block-table row names only the pool's scratch block.
+  const int pad_lanes = ctx_->is_cuda() && config_.cuda_graphs ? 1 : 0;
+  absl::StatusOr<std::unique_ptr<cache::BlockPool>> pool =
+      cache::BlockPool::Create(cache_config_, /*scratch_blocks=*/pad_lanes);
   if (!pool.ok()) return pool.status();
   pool_ = std::move(*pool);
-  slots_ = std::make_unique<cache::StreamSlotPool>(capacity);
+  slots_ = std::make_unique<cache::StreamSlotPool>(capacity, pad_lanes);
   absl::StatusOr<std::unique_ptr<cache::AttentionCacheManager>> attention =
-      cache::AttentionCacheManager::Create(pool_.get());
+      cache::AttentionCacheManager::Create(pool_.get(), pad_lanes);
   if (!attention.ok()) return attention.status();
   attention_ = std::move(*attention);
-  absl::StatusOr<std::unique_ptr<cache::SlotStateCache>> states =
-      cache::SlotStateCache::Create(model_->StreamStates(), capacity, ctx_->device());
+  if (pad_lanes > 0) pad_slot_ = attention_->pad_lane_slot(0);
+  absl::StatusOr<std::unique_ptr<cache::SlotStateCache>> states = cache::SlotStateCache::Create(
+      model_->StreamStates(), capacity + pad_lanes, ctx_->device());
   if (!states.ok()) return states.status();
   states_ = std::move(*states);
   for (int i = 0; i < states_->num_specs(); ++i) state_views_.push_back(states_->buffer(i));
@@ -174,7 +179,46 @@ absl::Status Engine::Init() {
   ready_now_.reserve(capacity);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
   stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
+  if (pad_slot_ >= 0) {
+    if (absl::Status s = CaptureGraphs(); !s.ok()) return s;
+  }
   LogConfiguration();
+  return absl::OkStatus();
+}
+
+absl::Status Engine::CaptureGraphs() {
+  const auto start = Clock::now();
+  const int capacity = config_.max_batch_size;
+  for (int w = 1; w < capacity; w *= 2) graph_widths_.push_back(w);
+  graph_widths_.push_back(capacity);
+  GpuStream stream = ctx_->stream();
+  int nodes = 0;
+  for (int width : graph_widths_) {
+    // Padding rows only, so neither the warm-up nor a replay of the capture
+    // moves any stream; the warm-up makes every lazily built plan (cuBLASLt
+    // algorithms) before the capture, which must not synchronise.
+    StagePadRows(0, width);
+    attention_->UpdateDeviceMirror(stream);
+    if (absl::Status s = staging_->Upload(width, stream); !s.ok()) return s;
+    const CohortPlan plan = Plan(width);
+    if (absl::Status s = model_->ForwardCohort(plan, log_probs_.view()); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("CUDA graph warm-up of ", width, " rows: ",
+                                                 s.message()));
+    }
+    absl::StatusOr<CudaGraph> graph = CudaGraph::Capture(
+        stream, [&] { return model_->ForwardCohort(plan, log_probs_.view()); });
+    if (!graph.ok()) {
+      return absl::Status(graph.status().code(),
+                          absl::StrCat("CUDA graph capture of ", width, " rows: ",
+                                       graph.status().message(), " (--no-cuda-graphs runs eagerly)"));
+    }
+    nodes += graph->num_nodes();
+    graphs_.push_back(std::move(*graph));
+  }
+  if (absl::Status s = ctx_->Synchronize(); !s.ok()) return s;
+  spdlog::info("captured {} CUDA graphs of the cohort forward (widths 1 to {}, {} nodes) in {:.0f} ms",
+               graphs_.size(), capacity, nodes,
+               std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   return absl::OkStatus();
 }
 

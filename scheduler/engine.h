@@ -36,6 +36,7 @@
 #include "cache/block_pool.h"
 #include "cache/slot_state_cache.h"
 #include "cache/stream_slot_pool.h"
+#include "common/cuda_graph.h"
 #include "common/execution_context.h"
 #include "decoder/ctc_decoder.h"
 #include "decoder/decoder_state_pool.h"
@@ -163,6 +164,14 @@ class Engine {
   bool ReserveBlocks();
   void StageCohort();
   bool Forward();
+  // The plan of the staging's first `width` rows (fixed addresses).
+  CohortPlan Plan(int width) const;
+  // Fills staging rows [from, width) with the padding lane: a full chunk at
+  // the lane's cache length (the length every stream starts with).
+  void StagePadRows(int from, int width);
+  // With cuda_graphs on CUDA: captures one graph per ladder width, each
+  // after a warm-up forward of padding rows only (no stream advances).
+  absl::Status CaptureGraphs();
   void CommitCohort();
   void DecodeCohortRows();
   void EmitCohort();
@@ -208,6 +217,13 @@ class Engine {
   std::unique_ptr<decoder::DecoderStatePool> decoder_states_;
   std::unique_ptr<CohortStaging> staging_;
   Tensor log_probs_;  // [max_batch_size, chunk, V] float32 on the model's device.
+  // The cohort forward as CUDA graphs (cuda_graphs on CUDA; empty: eager):
+  // graphs_[i] computes graph_widths_[i] rows (ascending, the last
+  // max_batch_size), reading the staging, caches and log_probs_ above at
+  // their fixed addresses. pad_slot_ is the padding lane's slot (-1: none).
+  std::vector<int> graph_widths_;
+  std::vector<CudaGraph> graphs_;
+  int pad_slot_ = -1;
   // Attention rescoring (null: off), the encoder output of a tick's cohort
   // ([max_batch_size, chunk, d] float32 on the model's device) and every
   // slot's segment so far.

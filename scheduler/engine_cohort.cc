@@ -105,35 +105,55 @@ void Engine::StageCohort() {
 bool Engine::Forward() {
   ScopedNanos timer(stats_.model_ns);
   const int batch = static_cast<int>(rows_.size());
-  const cache::BlockTableMirror& tables = attention_->mirror();
-  attention_->UpdateDeviceMirror(ctx_->stream());
-  absl::Status forward = staging_->Upload(batch, ctx_->stream());
-  if (forward.ok()) {
-    CohortPlan plan;
-    plan.batch = batch;
-    plan.chunk = model_->geometry().chunk_size;
-    plan.slots = staging_->device_slots(batch);
-    plan.frames = staging_->device_frames(batch);
-    plan.offsets = staging_->device_offsets(batch);
-    plan.host_slots = {staging_->slots(), static_cast<size_t>(batch)};
-    plan.host_frames = {staging_->frames(), static_cast<size_t>(batch)};
-    plan.host_offsets = {staging_->offsets(), static_cast<size_t>(batch)};
-    plan.feats = staging_->device_feats(batch);
-    plan.k_pool = pool_->k_pool();
-    plan.v_pool = pool_->v_pool();
-    plan.block_table = tables.block_table();
-    plan.cache_lens = tables.cache_seqlens();
-    plan.host_block_table = tables.host_block_table();
-    plan.host_cache_lens = tables.host_cache_seqlens();
-    plan.states = state_views_;
-    if (rescorer_ != nullptr) plan.encoder_out = encoder_out_.view();
-    forward = model_->ForwardCohort(plan, log_probs_.view());
+  int width = batch;
+  const CudaGraph* graph = nullptr;
+  if (!graphs_.empty()) {
+    // The narrowest captured width that holds the cohort (the last is the
+    // capacity, so there always is one); the rest is padding.
+    const size_t i = static_cast<size_t>(
+        std::lower_bound(graph_widths_.begin(), graph_widths_.end(), batch) -
+        graph_widths_.begin());
+    width = graph_widths_[i];
+    graph = &graphs_[i];
+    StagePadRows(batch, width);
+    const absl::Status padded = attention_->PadCohort(width);
+    OASR_CHECK(padded.ok(), std::string(padded.message()));
   }
-  if (forward.ok()) return true;
+  attention_->UpdateDeviceMirror(ctx_->stream());
+  absl::Status forward = staging_->Upload(width, ctx_->stream());
+  if (forward.ok()) {
+    forward = graph != nullptr ? graph->Launch(ctx_->stream())
+                               : model_->ForwardCohort(Plan(width), log_probs_.view());
+  }
+  if (forward.ok()) {
+    if (graph != nullptr) {
+      stats_.graph_launches.fetch_add(1, std::memory_order_relaxed);
+      stats_.padded_rows.fetch_add(width - batch, std::memory_order_relaxed);
+    }
+    return true;
+  }
   spdlog::error("cohort forward of {} streams failed: {}", batch, forward.ToString());
   for (Row& row : rows_) Finish(*row.stream, FinishReason::kError, forward);
   rows_.clear();
   return false;
+}
+
+CohortPlan Engine::Plan(int width) const {
+  CohortPlan plan = MakeCohortPlan(*staging_, width, model_->geometry().chunk_size, *pool_,
+                                   attention_->mirror(), state_views_);
+  if (rescorer_ != nullptr) plan.encoder_out = encoder_out_.view();
+  return plan;
+}
+
+void Engine::StagePadRows(int from, int width) {
+  // The feature rows are left as they are: a padding row's output is never
+  // read, and every value in the staging is a finite feature.
+  const int32_t length = attention_->mirror().Seqlen(pad_slot_);
+  for (int b = from; b < width; ++b) {
+    staging_->slots()[b] = pad_slot_;
+    staging_->frames()[b] = static_cast<int32_t>(model_->geometry().chunk_size);
+    staging_->offsets()[b] = length;
+  }
 }
 
 void Engine::CommitCohort() {

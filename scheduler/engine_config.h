@@ -50,6 +50,13 @@ struct EngineConfig {
   // a longer segment's final keeps the CTC order.
   bool attention_rescoring = true;
   double rescoring_max_segment_s = 30.0;
+  // CUDA only (ignored on the CPU): the cohort forward is captured as a CUDA
+  // graph once per width of a power-of-two ladder (1, 2, 4, ... and
+  // max_batch_size itself) at start-up and replayed every tick, a cohort
+  // padded to the next width with the padding lane (rows whose K/V and
+  // state writes land where no stream reads). Off: every op is launched
+  // each tick at the cohort's own size.
+  bool cuda_graphs = true;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;

@@ -55,6 +55,10 @@ struct EngineStats {
   // segment longer than the rescoring window, or a rescorer error).
   std::atomic<int64_t> segments_rescored{0};
   std::atomic<int64_t> segments_not_rescored{0};
+  // Cohort forwards replayed as a CUDA graph, and the padding-lane rows
+  // they computed beyond their streams (to reach a captured width).
+  std::atomic<int64_t> graph_launches{0};
+  std::atomic<int64_t> padded_rows{0};
   // Where the scheduler thread's time goes, in nanoseconds: whole ticks, and
   // within them the front end (resampling, fbank), the model forward and
   // the decoder. The rest of a tick is the scheduler's own overhead.

@@ -176,7 +176,7 @@ int Main(int argc, char** argv) {
   std::string model_dir, npy_dir, log_level = "warn";
   std::vector<std::string> files;
   int left = -2, beam = 10, threads = 1, max_batch = 16;
-  bool greedy = false, no_lm = false, no_rescoring = false;
+  bool greedy = false, no_lm = false, no_rescoring = false, no_graphs = false;
   float lm_weight = -1.0f;  // Negative: lm.json's.
   std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
   std::string word_lm_path, device = "auto", dtype;
@@ -189,6 +189,8 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-lm", no_lm, "Beam search without the model directory's language models");
   app.add_flag("--no-rescoring", no_rescoring,
                "Keep the CTC order (no attention rescoring with the model's decoder.json)");
+  app.add_flag("--no-cuda-graphs", no_graphs,
+               "On CUDA, launch every op each chunk instead of replaying captured CUDA graphs");
   app.add_option("--lm-weight", lm_weight,
                  "Unit language model weight (negative: the one in the model's lm.json)");
   app.add_option("--lm-token-bonus", lm_token_bonus,
@@ -242,6 +244,7 @@ int Main(int argc, char** argv) {
   config.max_waiting = static_cast<int>(files.size());
   config.num_left_chunks = left;
   config.attention_rescoring = !no_rescoring;
+  config.cuda_graphs = !no_graphs;
   config.max_buffered_audio_s = 86400.0;  // Whole files are queued at once.
   absl::StatusOr<std::unique_ptr<Engine>> engine = LoadEngine(options, config);
   if (!engine.ok()) {

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
   app.add_option("--rescoring-max-segment", options.rescoring_max_segment_seconds,
                  "Seconds of a segment attention rescoring holds; longer ones keep the CTC order")
       ->capture_default_str();
+  app.add_flag("!--no-cuda-graphs", options.cuda_graphs,
+               "On CUDA, launch the cohort forward's ops every tick instead of replaying CUDA "
+               "graphs captured at start-up");
   app.add_option("--frontend-threads", options.frontend_threads,
                  "Threads for resampling and fbank off the scheduler thread (0: on it)")
       ->capture_default_str();

@@ -124,6 +124,7 @@ absl::Status Server::LoadModel() {
   model_options.engine.frontend_threads = options_.frontend_threads;
   model_options.engine.attention_rescoring = options_.attention_rescoring;
   model_options.engine.rescoring_max_segment_s = options_.rescoring_max_segment_seconds;
+  model_options.engine.cuda_graphs = options_.cuda_graphs;
   spdlog::info("loading model {}", options_.model_dir);
   absl::StatusOr<std::unique_ptr<ServedModel>> model = ServedModel::Load(model_options);
   if (!model.ok()) {

@@ -69,6 +69,12 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
          "Final results of rescoring streams left in CTC order (a segment longer than the "
          "rescoring window, or a rescoring error).");
   Sample(out, "oasr_segments_not_rescored_total", e.segments_not_rescored.load());
+  Header(out, "oasr_cohort_graph_launches_total", "counter",
+         "Cohort forwards replayed as a CUDA graph.");
+  Sample(out, "oasr_cohort_graph_launches_total", e.graph_launches.load());
+  Header(out, "oasr_cohort_padded_rows_total", "counter",
+         "Padding-lane rows computed to reach a captured graph width.");
+  Sample(out, "oasr_cohort_padded_rows_total", e.padded_rows.load());
   Header(out, "oasr_rescoring_seconds_total", "counter",
          "Scheduler time spent rescoring final results with the attention decoder.");
   absl::StrAppend(out, "oasr_rescoring_seconds_total ", e.rescoring_ns.load() / 1e9, "\n");

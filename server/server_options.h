@@ -62,6 +62,9 @@ struct ServerOptions {
   // longer than rescoring_max_segment_seconds keep the CTC order.
   bool attention_rescoring = true;
   double rescoring_max_segment_seconds = 30.0;
+  // On CUDA, replay the cohort forward as CUDA graphs captured at start-up
+  // (scheduler::EngineConfig::cuda_graphs); false launches every op eagerly.
+  bool cuda_graphs = true;
   // Threads that run the streams' front ends (resampling, fbank) off the
   // scheduler thread; 0 runs them on it. Default: half the hardware
   // threads, at most 4, at least 1.

@@ -22,6 +22,13 @@ namespace {
 
 const std::string kModelDir = std::string(OASR_ENCODER_FIXTURES) + "/small_ln/model";
 
+// The CUDA builds of these tests run eagerly (every op launched each tick)
+// or, with OASR_TEST_CUDA_GRAPHS, replaying the captured graphs.
+#ifndef OASR_TEST_CUDA_GRAPHS
+#define OASR_TEST_CUDA_GRAPHS 0
+#endif
+constexpr bool kGraphs = OASR_TEST_CUDA && OASR_TEST_CUDA_GRAPHS;
+
 std::vector<int16_t> MakeAudio(std::mt19937& rng, double seconds, int rate) {
   std::uniform_real_distribution<double> freq(100, 3000), amp(500, 8000);
   std::normal_distribution<double> noise(0, 300);
@@ -43,6 +50,7 @@ struct TestEngine {
 };
 
 TestEngine MakeEngine(EngineConfig config) {
+  config.cuda_graphs = kGraphs;
   ModelOptions options;
   options.model_dir = kModelDir;
   options.decoder = config.decoder;
@@ -259,6 +267,14 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
       << "streams were never batched together";
   EXPECT_EQ(engine.stats().finished[static_cast<int>(FinishReason::kStop)].load() + cancelled,
             kStreams);
+  // Every cohort ran as a graph replay (padded to the ladder) or none did.
+  if (kGraphs) {
+    EXPECT_EQ(engine.stats().graph_launches.load(), engine.stats().batch_size.Read().count);
+    EXPECT_GT(engine.stats().padded_rows.load(), 0);
+  } else {
+    EXPECT_EQ(engine.stats().graph_launches.load(), 0);
+    EXPECT_EQ(engine.stats().padded_rows.load(), 0);
+  }
 }
 
 TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {

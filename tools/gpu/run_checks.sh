@@ -3,7 +3,7 @@
 # figures in one call. BUNDLE is a folder from make_bundle.sh (binaries in
 # bin/, libraries in lib/), built with the fixture path FIXTURES compiled in
 # (the build's tests/encoder/golden). Logs go to $OUT.
-#   tools/gpu/run_checks.sh BUNDLE FIXTURES [tests,parity,step,torch,compile,kernels,samples]
+#   tools/gpu/run_checks.sh BUNDLE FIXTURES [tests,parity,step,stem,torch,compile,kernels,samples,server]
 set -uo pipefail
 bundle=$1
 fixtures=$2
@@ -60,6 +60,11 @@ if has step; then
     step "oasr-bench-step $(basename "$m")"
     "$bin/oasr-bench-step" --model-dir "$m" --device cuda --dtype bfloat16 2>&1 | tee -a "$final/step.txt"
   done
+fi
+if has stem; then
+  step "the subsampling stem: oasr-bench-stem (fused, im2col) and cuDNN through torch"
+  "$bin/oasr-bench-stem" 2>&1 | tee -a "$final/stem.txt"
+  timeout 300 python3 bench/gpu/stem_torch.py 2>&1 | grep -v -i warn | tee -a "$final/stem.txt"
 fi
 if has memcheck; then
   step "compute-sanitizer memcheck: one bfloat16 step at B = 512"
