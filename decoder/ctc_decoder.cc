@@ -189,13 +189,9 @@ absl::Status CtcDecoder::DecodeChunk(DecoderState& state, const TensorView& log_
   return absl::OkStatus();
 }
 
-absl::Status CtcDecoder::DecodeChunks(std::span<DecoderState* const> states,
-                                      const TensorView& log_probs,
-                                      std::span<const int32_t> num_frames) {
-  // Plan: check everything first, so that a failure changes no stream.
-  OASR_RETURN_IF_ERROR(CheckLogProbs(log_probs, 3, vocab_size()));
-  const int64_t batch = log_probs.dim(0);
-  const int64_t max_frames = log_probs.dim(1);
+absl::Status CtcDecoder::CheckBatch(std::span<DecoderState* const> states,
+                                    std::span<const int32_t> num_frames, int64_t batch,
+                                    int64_t max_frames) {
   if (static_cast<int64_t>(states.size()) != batch ||
       static_cast<int64_t>(num_frames.size()) != batch) {
     return absl::InvalidArgumentError(absl::StrCat("log_probs has ", batch, " streams but ",
@@ -220,6 +216,17 @@ absl::Status CtcDecoder::DecodeChunks(std::span<DecoderState* const> states,
     }
     st.batch_mark_ = mark;
   }
+  return absl::OkStatus();
+}
+
+absl::Status CtcDecoder::DecodeChunks(std::span<DecoderState* const> states,
+                                      const TensorView& log_probs,
+                                      std::span<const int32_t> num_frames) {
+  // Plan: check everything first, so that a failure changes no stream.
+  OASR_RETURN_IF_ERROR(CheckLogProbs(log_probs, 3, vocab_size()));
+  const int64_t batch = log_probs.dim(0);
+  const int64_t max_frames = log_probs.dim(1);
+  OASR_RETURN_IF_ERROR(CheckBatch(states, num_frames, batch, max_frames));
   // Commit.
   const int64_t stride = max_frames * vocab_size();
   for (int64_t b = 0; b < batch; ++b) {
@@ -229,13 +236,55 @@ absl::Status CtcDecoder::DecodeChunks(std::span<DecoderState* const> states,
   return absl::OkStatus();
 }
 
+absl::Status CtcDecoder::DecodeChunksPruned(std::span<DecoderState* const> states,
+                                            const PrunedChunks& chunks,
+                                            std::span<const int32_t> num_frames) {
+  if (chunks.k < 1 || chunks.batch < 0 || chunks.max_frames < 0 ||
+      (chunks.batch * chunks.max_frames > 0 &&
+       (chunks.ids == nullptr || chunks.log_probs == nullptr || chunks.blank == nullptr))) {
+    return absl::InvalidArgumentError(absl::StrCat("pruned chunks: ", chunks.batch, " x ",
+                                                   chunks.max_frames, " frames of ", chunks.k,
+                                                   " candidates (k >= 1 and every array needed)"));
+  }
+  OASR_RETURN_IF_ERROR(CheckBatch(states, num_frames, chunks.batch, chunks.max_frames));
+  for (int64_t b = 0; b < chunks.batch; ++b) {
+    const int64_t frame = b * chunks.max_frames;
+    PrunedFrames f;
+    f.ids = chunks.ids + frame * chunks.k;
+    f.log_probs = chunks.log_probs + frame * chunks.k;
+    f.blank = chunks.blank + frame;
+    f.k = chunks.k;
+    f.num_frames = num_frames[b];
+    DecodeRowsPruned(Cast(*states[b]), f);
+  }
+  return absl::OkStatus();
+}
+
+int CtcDecoder::candidates_per_frame() const {
+  if (config_.method == SearchMethod::kGreedy) return 1;
+  return std::min(config_.search.first_beam_size, vocab_size());
+}
+
 void CtcDecoder::DecodeRows(CtcStreamState& st, const float* log_probs, int num_frames) const {
   st.endpoint_detected_ = false;
   if (num_frames == 0) return;
   st.search_->Search(log_probs, num_frames, vocab_size());
+  AfterRows(st, num_frames,
+            st.endpointer_.Update(log_probs, num_frames, vocab_size(),
+                                  st.search_->DecodedSomething()));
+}
+
+void CtcDecoder::DecodeRowsPruned(CtcStreamState& st, const PrunedFrames& frames) const {
+  st.endpoint_detected_ = false;
+  if (frames.num_frames == 0) return;
+  st.search_->SearchPruned(frames, vocab_size());
+  AfterRows(st, frames.num_frames,
+            st.endpointer_.UpdateBlank(frames.blank, frames.num_frames,
+                                       st.search_->DecodedSomething()));
+}
+
+void CtcDecoder::AfterRows(CtcStreamState& st, int num_frames, int rule) const {
   st.frames_ += num_frames;
-  const int rule =
-      st.endpointer_.Update(log_probs, num_frames, vocab_size(), st.search_->DecodedSomething());
   if (rule < 0) return;
   st.endpoint_detected_ = true;
   EndSegment(st, rule);

@@ -78,6 +78,18 @@ struct StreamStatus {
 
 class CtcDecoder;
 
+// A batch of chunks pruned to their frames' candidates (PrunedFrames per
+// stream): ids and log_probs [batch, max_frames, k], blank [batch,
+// max_frames], host, row-major. Non-owning.
+struct PrunedChunks {
+  const int32_t* ids = nullptr;
+  const float* log_probs = nullptr;
+  const float* blank = nullptr;
+  int64_t batch = 0;
+  int64_t max_frames = 0;
+  int k = 0;
+};
+
 // Per-stream state: search, endpointer, options and finished segments. Made
 // by CtcDecoder::CreateState; opaque to everyone else.
 class CtcStreamState final : public DecoderState {
@@ -139,6 +151,20 @@ class CtcDecoder final : public PooledDecoder {
   absl::Status DecodeChunks(std::span<DecoderState* const> states, const TensorView& log_probs,
                             std::span<const int32_t> num_frames);
 
+  // DecodeChunks from each frame's candidates instead of its full row (GPU
+  // serving copies only these to the host): `chunks` holds B slices of T
+  // frames, stream b owning frames [0, num_frames[b]) of slice b. With
+  // chunks.k >= candidates_per_frame() the results are exactly
+  // DecodeChunks' on the rows the candidates were selected from. Same
+  // checks and errors as DecodeChunks (INVALID_ARGUMENT also for k < 1).
+  absl::Status DecodeChunksPruned(std::span<DecoderState* const> states,
+                                  const PrunedChunks& chunks, std::span<const int32_t> num_frames);
+
+  // The units per frame the search reads (1 for the greedy search,
+  // min(first_beam_size, V) for the prefix beam search): what pruned
+  // decoding must keep to decode exactly.
+  int candidates_per_frame() const;
+
   // The audio has ended: the current segment's final result is queued
   // (unless it is empty and an earlier segment was already reported) and the
   // stream finishes. OK and nothing more on a finished stream.
@@ -167,6 +193,14 @@ class CtcDecoder final : public PooledDecoder {
   absl::Status CheckOptions(const StreamOptions& options) const;
   void ApplyOptions(CtcStreamState& state, const StreamOptions& options) const;
   void DecodeRows(CtcStreamState& state, const float* log_probs, int num_frames) const;
+  void DecodeRowsPruned(CtcStreamState& state, const PrunedFrames& frames) const;
+  // After a chunk's frames were searched and the endpoint rule evaluated.
+  void AfterRows(CtcStreamState& state, int num_frames, int endpoint_rule) const;
+  // DecodeChunks' plan: every state and count checked and marked, nothing
+  // changed on error.
+  absl::Status CheckBatch(std::span<DecoderState* const> states,
+                          std::span<const int32_t> num_frames, int64_t batch,
+                          int64_t max_frames);
   void EndSegment(CtcStreamState& state, int endpoint_rule) const;
   DecodeResult BuildResult(const CtcStreamState& state, bool is_final, int endpoint_rule) const;
 

@@ -27,6 +27,20 @@ inline float LogAdd(float x, float y) {
 // (min(k, number of non-NaN values)).
 int TopK(const float* values, int n, int k, int32_t* ids, float* out_values);
 
+// A chunk's frames pruned to what a search reads of them: frame t's k best
+// units (ids[t * k + j] with log_probs[t * k + j], best first, ties to the
+// lower id; an id outside [0, V) ends the frame's list early, as NaN rows do)
+// and its blank log-prob blank[t]. Searches that read at most k units per
+// frame (the greedy search 1, the prefix beam search first_beam_size) and the
+// blank column decode exactly as from the full rows. Non-owning, host.
+struct PrunedFrames {
+  const int32_t* ids = nullptr;      // [num_frames, k]
+  const float* log_probs = nullptr;  // [num_frames, k]
+  const float* blank = nullptr;      // [num_frames]
+  int k = 0;
+  int num_frames = 0;
+};
+
 // Per-stream search state. Implementations reuse their memory across Reset().
 // Thread-safety: none; one stream is decoded by one thread at a time.
 class CtcSearch {
@@ -45,6 +59,12 @@ class CtcSearch {
   // Consumes `num_frames` frames of log-probabilities, row-major
   // [num_frames, vocab_size] on the host.
   virtual void Search(const float* log_probs, int num_frames, int vocab_size) = 0;
+
+  // The same from pruned frames: identical to Search over the rows they were
+  // selected from when frames.k covers what the search reads per frame (the
+  // greedy search 1, the prefix beam search min(first_beam_size, V)); with
+  // fewer, the search expands only the units it is given.
+  virtual void SearchPruned(const PrunedFrames& frames, int vocab_size) = 0;
 
   // The input ends: unfinished phrase matches lose their bonus and the
   // hypotheses are re-ranked. Only Reset may follow.

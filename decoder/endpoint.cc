@@ -65,12 +65,19 @@ void Endpointer::Reset() {
 
 int Endpointer::Update(const float* log_probs, int num_frames, int vocab_size,
                        bool decoded_something) {
+  // P(blank) > threshold, compared in the log domain.
   for (int t = 0; t < num_frames; ++t) {
-    // P(blank) > threshold, compared in the log domain.
-    const float blank = log_probs[static_cast<int64_t>(t) * vocab_size + blank_id_];
-    trailing_silence_ = blank > log_blank_threshold_ ? trailing_silence_ + 1 : 0;
+    CountFrame(log_probs[static_cast<int64_t>(t) * vocab_size + blank_id_]);
   }
-  frames_ += num_frames;
+  return Evaluate(decoded_something);
+}
+
+int Endpointer::UpdateBlank(const float* blank, int num_frames, bool decoded_something) {
+  for (int t = 0; t < num_frames; ++t) CountFrame(blank[t]);
+  return Evaluate(decoded_something);
+}
+
+int Endpointer::Evaluate(bool decoded_something) const {
   if (!config_.enabled) return -1;
   const double segment_ms = static_cast<double>(frames_) * frame_shift_ms_;
   const double silence_ms = static_cast<double>(trailing_silence_) * frame_shift_ms_;

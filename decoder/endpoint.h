@@ -54,11 +54,20 @@ class Endpointer {
   // Returns the index of the first rule that fires, or -1 (always -1 when
   // endpointing is disabled).
   int Update(const float* log_probs, int num_frames, int vocab_size, bool decoded_something);
+  // The same from the frames' blank log-probs alone, [num_frames].
+  int UpdateBlank(const float* blank, int num_frames, bool decoded_something);
 
   int64_t segment_frames() const { return frames_; }
   int64_t trailing_silence_frames() const { return trailing_silence_; }
 
  private:
+  // Evaluates the rules after frames_ and trailing_silence_ were advanced.
+  int Evaluate(bool decoded_something) const;
+  void CountFrame(float blank_log_prob) {
+    trailing_silence_ = blank_log_prob > log_blank_threshold_ ? trailing_silence_ + 1 : 0;
+    ++frames_;
+  }
+
   EndpointConfig config_;
   int blank_id_;
   float frame_shift_ms_;

@@ -22,29 +22,42 @@ void GreedySearch::SetContextGraph(const ContextGraph* /*graph*/) {
 }
 
 void GreedySearch::Search(const float* log_probs, int num_frames, int vocab_size) {
-  for (int t = 0; t < num_frames; ++t, ++frame_) {
+  for (int t = 0; t < num_frames; ++t) {
     int32_t best = -1;
     float best_lp = kLogZero;
     TopK(log_probs + static_cast<int64_t>(t) * vocab_size, vocab_size, 1, &best, &best_lp);
-    if (best < 0) {  // a row of NaN carries no evidence; treat it as silence
-      previous_ = blank_id_;
-      continue;
-    }
-    score_ += best_lp;
-    if (best == blank_id_) {
-      previous_ = best;
-      continue;
-    }
-    if (best == previous_) {
-      frames_.back() = static_cast<int32_t>(frame_);
-      log_probs_.back() = std::max(log_probs_.back(), best_lp);
-    } else {
-      tokens_.push_back(best);
-      frames_.push_back(static_cast<int32_t>(frame_));
-      log_probs_.push_back(best_lp);
-    }
-    previous_ = best;
+    Step(best, best_lp, vocab_size);
   }
+}
+
+void GreedySearch::SearchPruned(const PrunedFrames& frames, int vocab_size) {
+  for (int t = 0; t < frames.num_frames; ++t) {
+    const int64_t at = static_cast<int64_t>(t) * frames.k;
+    Step(frames.k > 0 ? frames.ids[at] : -1, frames.k > 0 ? frames.log_probs[at] : kLogZero,
+         vocab_size);
+  }
+}
+
+void GreedySearch::Step(int32_t best, float best_lp, int vocab_size) {
+  const int64_t frame = frame_++;
+  if (best < 0 || best >= vocab_size) {  // a row of NaN carries no evidence; treat it as silence
+    previous_ = blank_id_;
+    return;
+  }
+  score_ += best_lp;
+  if (best == blank_id_) {
+    previous_ = best;
+    return;
+  }
+  if (best == previous_) {
+    frames_.back() = static_cast<int32_t>(frame);
+    log_probs_.back() = std::max(log_probs_.back(), best_lp);
+  } else {
+    tokens_.push_back(best);
+    frames_.push_back(static_cast<int32_t>(frame));
+    log_probs_.push_back(best_lp);
+  }
+  previous_ = best;
 }
 
 void GreedySearch::GetHypothesis(int rank, Hypothesis* out) const {

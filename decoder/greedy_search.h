@@ -21,6 +21,7 @@ class GreedySearch final : public CtcSearch {
   void Reset() override;
   void SetContextGraph(const ContextGraph* graph) override;
   void Search(const float* log_probs, int num_frames, int vocab_size) override;
+  void SearchPruned(const PrunedFrames& frames, int vocab_size) override;
   void Finalize() override {}
   int NumHypotheses() const override { return 1; }
   void GetHypothesis(int rank, Hypothesis* out) const override;
@@ -28,6 +29,9 @@ class GreedySearch final : public CtcSearch {
   int64_t num_frames() const override { return frame_; }
 
  private:
+  // One frame whose best unit is `best` (outside [0, V): no evidence).
+  void Step(int32_t best, float best_lp, int vocab_size);
+
   int blank_id_;
   std::vector<int32_t> tokens_;
   std::vector<int32_t> frames_;

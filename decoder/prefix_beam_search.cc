@@ -119,9 +119,31 @@ void PrefixBeamSearch::Search(const float* log_probs, int num_frames, int vocab_
     } else {
       ExpandFrame(row, vocab_size);
     }
-    if (trie_.size() >= trie_compact_at_) CompactTrie();
-    if (paths_.size() >= paths_compact_at_) CompactPaths();
+    AfterFrame();
   }
+}
+
+void PrefixBeamSearch::SearchPruned(const PrunedFrames& frames, int vocab_size) {
+  OASR_CHECK(!finalized_, "Search after Finalize needs a Reset");
+  OASR_CHECK(options_.blank_id < vocab_size);
+  const int wanted = std::min({options_.first_beam_size, vocab_size, frames.k});
+  for (int t = 0; t < frames.num_frames; ++t, ++frame_) {
+    if (frames.blank[t] >= skip_log_threshold_) {
+      SkipBlankFrame(frames.blank[t]);
+    } else {
+      const int32_t* ids = frames.ids + static_cast<int64_t>(t) * frames.k;
+      const float* lps = frames.log_probs + static_cast<int64_t>(t) * frames.k;
+      int k = 0;  // The list ends at the first id that names no unit (a row of NaN).
+      while (k < wanted && ids[k] >= 0 && ids[k] < vocab_size) ++k;
+      ExpandCandidates(ids, lps, k);
+    }
+    AfterFrame();
+  }
+}
+
+void PrefixBeamSearch::AfterFrame() {
+  if (trie_.size() >= trie_compact_at_) CompactTrie();
+  if (paths_.size() >= paths_compact_at_) CompactPaths();
 }
 
 void PrefixBeamSearch::SkipBlankFrame(float blank_log_prob) {
@@ -200,6 +222,10 @@ void PrefixBeamSearch::AddTokenEnding(Candidate& c, float log_prob, float viterb
 void PrefixBeamSearch::ExpandFrame(const float* log_probs, int vocab_size) {
   const int k = TopK(log_probs, vocab_size, std::min(options_.first_beam_size, vocab_size),
                      top_ids_.data(), top_log_probs_.data());
+  ExpandCandidates(top_ids_.data(), top_log_probs_.data(), k);
+}
+
+void PrefixBeamSearch::ExpandCandidates(const int32_t* ids, const float* log_probs, int k) {
   if (++stamp_ == 0) {  // wrapped: no stale stamp may equal the new one
     for (TrieNode& node : trie_) node.stamp = 0;
     stamp_ = 1;
@@ -208,8 +234,8 @@ void PrefixBeamSearch::ExpandFrame(const float* log_probs, int vocab_size) {
   const int32_t blank = options_.blank_id;
   const int32_t num_hyps = static_cast<int32_t>(hyps_.size());
   for (int j = 0; j < k; ++j) {
-    const int32_t token = top_ids_[j];
-    const float lp = top_log_probs_[j];
+    const int32_t token = ids[j];
+    const float lp = log_probs[j];
     for (int32_t i = 0; i < num_hyps; ++i) {
       const Hyp& h = hyps_[i];
       if (token == blank) {

@@ -74,6 +74,7 @@ class PrefixBeamSearch final : public CtcSearch {
   void Reset() override;
   void SetContextGraph(const ContextGraph* graph) override;
   void Search(const float* log_probs, int num_frames, int vocab_size) override;
+  void SearchPruned(const PrunedFrames& frames, int vocab_size) override;
   void Finalize() override;
   int NumHypotheses() const override { return static_cast<int>(hyps_.size()); }
   void GetHypothesis(int rank, Hypothesis* out) const override;
@@ -140,6 +141,10 @@ class PrefixBeamSearch final : public CtcSearch {
   static int32_t Times(const Hyp& h) { return h.v_s > h.v_ns ? h.times_s : h.times_ns; }
 
   void ExpandFrame(const float* log_probs, int vocab_size);
+  // Expands every hypothesis by the frame's `k` candidate units (best first).
+  void ExpandCandidates(const int32_t* ids, const float* log_probs, int k);
+  // After each frame: the trie and path stores compacted when they grew.
+  void AfterFrame();
   void SkipBlankFrame(float blank_log_prob);
   int32_t CandidateForNode(int32_t node);
   int32_t CandidateForExtension(int32_t hyp, int32_t token);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -45,7 +46,7 @@ void TopKCpu(const TopKParams& p) {
     // among equals the lower column (seen first) stays in front.
     for (int64_t i = 0; i < p.n; ++i) {
       const float v = row[i];
-      if (filled == p.k && !(v > values[p.k - 1])) continue;
+      if (std::isnan(v) || (filled == p.k && !(v > values[p.k - 1]))) continue;
       int at = filled < p.k ? filled++ : p.k - 1;
       while (at > 0 && v > values[at - 1]) {
         values[at] = values[at - 1];
@@ -55,6 +56,11 @@ void TopKCpu(const TopKParams& p) {
       values[at] = v;
       indices[at] = static_cast<int32_t>(i);
     }
+    for (; filled < p.k; ++filled) {
+      values[filled] = -std::numeric_limits<float>::infinity();
+      indices[filled] = std::numeric_limits<int32_t>::max();
+    }
+    if (p.gathered != nullptr) p.gathered[r] = row[p.gather_column];
   }
 }
 
@@ -77,9 +83,11 @@ absl::Status LogSoftmax(ExecutionContext& ctx, const LogSoftmaxParams& p) {
 absl::Status TopK(ExecutionContext& ctx, const TopKParams& p) {
   if (p.rows == 0) return absl::OkStatus();
   if (p.x == nullptr || p.values == nullptr || p.indices == nullptr || p.rows < 0 || p.n < 1 ||
-      p.ld < p.n || p.k < 1 || p.k > std::min<int64_t>(p.n, 64)) {
-    return absl::InvalidArgumentError(absl::StrCat("top_k: rows ", p.rows, ", n ", p.n, ", ld ",
-                                                   p.ld, ", k ", p.k, " (k in [1, min(n, 64)])"));
+      p.ld < p.n || p.k < 1 || p.k > std::min<int64_t>(p.n, kMaxTopK) ||
+      (p.gathered != nullptr && (p.gather_column < 0 || p.gather_column >= p.n))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "top_k: rows ", p.rows, ", n ", p.n, ", ld ", p.ld, ", k ", p.k, ", gather column ",
+        p.gather_column, " (k in [1, min(n, 64)], the column in [0, n))"));
   }
   if (!ctx.is_cuda()) {
     TopKCpu(p);

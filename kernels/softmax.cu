@@ -60,6 +60,7 @@ __global__ void TopKKernel(TopKParams p) {
     last_v = best_v;
     last_i = best_i;
   }
+  if (p.gathered != nullptr && lane == 0) p.gathered[row] = x[p.gather_column];
 }
 
 }  // namespace

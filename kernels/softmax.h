@@ -18,14 +18,23 @@ struct LogSoftmaxParams {
   int64_t ld = 0;
 };
 
+// The largest k TopK selects.
+inline constexpr int kMaxTopK = 64;
+
 struct TopKParams {
   const float* x = nullptr;  // [rows, n], stride ld >= n.
   int64_t rows = 0;
   int64_t n = 0;
   int64_t ld = 0;
-  int k = 1;                   // In [1, min(n, 64)].
+  int k = 1;                   // In [1, min(n, kMaxTopK)].
   float* values = nullptr;     // [rows, k]: the k largest, descending.
   int32_t* indices = nullptr;  // [rows, k]: their columns; ties go to the lower column.
+  // NaN is never chosen: a row with fewer than k other values ends with
+  // (-inf, INT32_MAX) entries.
+  // Optional: gathered[row] = x[row, gather_column] (the CTC blank's
+  // log-prob, which pruned decoding reads besides the top k).
+  float* gathered = nullptr;
+  int64_t gather_column = 0;  // In [0, n).
 };
 
 // The ops on ctx's device (asynchronous on CUDA). INVALID_ARGUMENT for null

@@ -1,10 +1,40 @@
 #include "scheduler/cohort_decode.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/status.h"
 #include "common/tensor.h"
+#include "kernels/softmax.h"
 
 namespace oasr::scheduler {
+namespace {
+
+// Rows below which a cohort's pruned decode stays on one thread.
+constexpr size_t kMinRowsPerPart = 32;
+
+// Runs `decode(row, count)` over each run of consecutive non-null states;
+// a run that fails (its checks change nothing) is decoded again row by row,
+// so that only the failing rows fail. Skipped rows get OK.
+template <typename Decode>
+void DecodeRuns(std::span<decoder::DecoderState* const> states, std::span<absl::Status> status,
+                const Decode& decode) {
+  const size_t n = states.size();
+  size_t row = 0;
+  while (row < n) {
+    if (states[row] == nullptr) {
+      status[row++] = absl::OkStatus();
+      continue;
+    }
+    size_t end = row;
+    while (end < n && states[end] != nullptr) ++end;
+    const absl::Status batched = decode(row, end - row);
+    for (; row < end; ++row) status[row] = batched.ok() ? absl::OkStatus() : decode(row, 1);
+  }
+}
+
+}  // namespace
 
 absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
                           std::span<decoder::DecoderState* const> states,
@@ -44,30 +74,130 @@ absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
     host = staged;
   }
   const float* base = static_cast<const float*>(host.data());
-  size_t row = 0;
-  while (row < n) {
-    if (states[row] == nullptr) {
-      status[row++] = absl::OkStatus();
-      continue;
-    }
-    size_t end = row;
-    while (end < n && states[end] != nullptr) ++end;
-    const size_t count = end - row;
+  DecodeRuns(states, status, [&](size_t row, size_t count) {
     const TensorView run(const_cast<float*>(base) + row * max_frames * vocab, DType::kFloat32,
                          Shape{static_cast<int64_t>(count), max_frames, vocab}, Device::Cpu());
-    absl::Status batched =
-        decoder.DecodeChunks(states.subspan(row, count), run, num_frames.subspan(row, count));
-    for (; row < end; ++row) {
-      if (batched.ok()) {
-        status[row] = absl::OkStatus();
-        continue;
-      }
-      const TensorView rows(const_cast<float*>(base) + row * max_frames * vocab, DType::kFloat32,
-                            Shape{num_frames[row], vocab}, Device::Cpu());
-      status[row] = decoder.DecodeChunk(*states[row], rows);
-    }
-  }
+    return decoder.DecodeChunks(states.subspan(row, count), run, num_frames.subspan(row, count));
+  });
   if (!log_probs.device().is_cpu()) ctx->host_workspace().Rewind(mark);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CohortCandidates> CohortCandidates::Create(int rows, int max_frames, int k,
+                                                          int blank_id, Device device) {
+  if (rows < 1 || max_frames < 1 || k < 1 || k > kernels::kMaxTopK || blank_id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cohort candidates: ", rows, " rows of ",
+                                                   max_frames, " frames, k ", k, ", blank ",
+                                                   blank_id, " (k in [1, 64])"));
+  }
+  const int64_t words = int64_t{rows} * max_frames * (2 * int64_t{k} + 1);
+  static_assert(sizeof(float) == sizeof(int32_t));
+  OASR_ASSIGN_OR_RETURN(Tensor dev, Tensor::Zeros({words}, DType::kInt32, device));
+  Tensor host;
+  if (device.is_cuda()) {
+    OASR_ASSIGN_OR_RETURN(host, Tensor::EmptyPinned({words}, DType::kInt32));
+  }
+  return CohortCandidates(rows, max_frames, k, blank_id, std::move(dev), std::move(host));
+}
+
+CohortCandidates::CohortCandidates(int rows, int max_frames, int k, int blank_id, Tensor device,
+                                   Tensor host)
+    : rows_(rows),
+      max_frames_(max_frames),
+      k_(k),
+      blank_id_(blank_id),
+      device_(std::move(device)),
+      host_(std::move(host)) {}
+
+absl::Status CohortCandidates::Select(ExecutionContext& ctx, const TensorView& log_probs,
+                                      int rows) const {
+  if (log_probs.dtype() != DType::kFloat32 || log_probs.rank() != 3 || rows < 0 ||
+      rows > rows_ || log_probs.dim(0) < rows || log_probs.dim(1) != max_frames_ ||
+      log_probs.dim(2) <= blank_id_ || log_probs.dim(2) < k_ ||
+      !(log_probs.device() == device_.device())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cohort candidates: log_probs ", DTypeName(log_probs.dtype()), log_probs.shape().ToString(),
+        " on ", log_probs.device().ToString(), " for ", rows, " of ", rows_, " rows of ",
+        max_frames_, " frames, k ", k_, ", blank ", blank_id_));
+  }
+  int32_t* words = static_cast<int32_t*>(device_.data());
+  kernels::TopKParams p;
+  p.x = static_cast<const float*>(log_probs.data());
+  p.rows = int64_t{rows} * max_frames_;
+  p.n = log_probs.dim(2);
+  p.ld = p.n;
+  p.k = k_;
+  p.indices = words + ids_at();
+  p.values = reinterpret_cast<float*>(words + log_probs_at());
+  p.gathered = reinterpret_cast<float*>(words + blank_at());
+  p.gather_column = blank_id_;
+  return kernels::TopK(ctx, p);
+}
+
+absl::Status CohortCandidates::Download(ExecutionContext& ctx, int rows) const {
+  if (host_.empty()) return absl::OkStatus();
+  const int64_t n = int64_t{rows} * max_frames_;
+  const TensorView dev = device_.view(), host = host_.view();
+  for (const auto [at, words] : {std::pair{ids_at(), n * k_}, std::pair{log_probs_at(), n * k_},
+                                 std::pair{blank_at(), n}}) {
+    OASR_RETURN_IF_ERROR(
+        CopyTensorAsync(host.Slice(at, words), dev.Slice(at, words), ctx.stream()));
+  }
+  return ctx.Synchronize();
+}
+
+decoder::PrunedChunks CohortCandidates::host(int rows) const {
+  const int32_t* words = static_cast<const int32_t*>(host_buffer().data());
+  decoder::PrunedChunks c;
+  c.ids = words + ids_at();
+  c.log_probs = reinterpret_cast<const float*>(words + log_probs_at());
+  c.blank = reinterpret_cast<const float*>(words + blank_at());
+  c.batch = rows;
+  c.max_frames = max_frames_;
+  c.k = k_;
+  return c;
+}
+
+absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
+                                std::span<decoder::DecoderState* const> states,
+                                std::span<const int32_t> num_frames,
+                                const CohortCandidates& candidates, ExecutionContext* ctx,
+                                std::span<absl::Status> status) {
+  OASR_CHECK(states.size() == num_frames.size() && states.size() == status.size(),
+             "DecodeCohortPruned: states, num_frames and status differ in size");
+  const size_t n = states.size();
+  if (n == 0) return absl::OkStatus();
+  if (static_cast<int>(n) > candidates.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeCohortPruned: ", n, " rows, the ",
+                                                   "candidates hold ", candidates.rows()));
+  }
+  if (ctx == nullptr) return absl::InvalidArgumentError("DecodeCohortPruned: no context");
+  OASR_RETURN_IF_ERROR(candidates.Download(*ctx, static_cast<int>(n)));
+  const decoder::PrunedChunks all = candidates.host(static_cast<int>(n));
+  // Streams decode independently: large cohorts are split into contiguous
+  // parts across the context's host threads.
+  ThreadPool& pool = ctx->threads();
+  const size_t parts =
+      n < kMinRowsPerPart * 2 ? 1 : std::min<size_t>(n / kMinRowsPerPart, 4 * pool.threads());
+  auto decode_part = [&](int64_t part) {
+    const size_t begin = n * part / parts, end = n * (part + 1) / parts;
+    DecodeRuns(states.subspan(begin, end - begin), status.subspan(begin, end - begin),
+               [&](size_t row, size_t count) {
+                 decoder::PrunedChunks run = all;
+                 const int64_t frame = static_cast<int64_t>(begin + row) * all.max_frames;
+                 run.ids += frame * all.k;
+                 run.log_probs += frame * all.k;
+                 run.blank += frame;
+                 run.batch = static_cast<int64_t>(count);
+                 return decoder.DecodeChunksPruned(states.subspan(begin + row, count), run,
+                                                   num_frames.subspan(begin + row, count));
+               });
+  };
+  if (parts == 1 || pool.threads() == 1) {
+    for (size_t part = 0; part < parts; ++part) decode_part(static_cast<int64_t>(part));
+  } else {
+    pool.ParallelFor(static_cast<int64_t>(parts), decode_part);
+  }
   return absl::OkStatus();
 }
 

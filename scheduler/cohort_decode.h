@@ -1,13 +1,15 @@
 // The engine's batched decode: one CtcDecoder::DecodeChunks call over a
-// cohort's log-probs wherever the states allow, with each stream's failure
-// kept to that stream.
+// cohort's log-probs (or DecodeChunksPruned over their per-frame candidates)
+// wherever the states allow, with each stream's failure kept to that stream.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/execution_context.h"
+#include "common/tensor.h"
 #include "decoder/ctc_decoder.h"
 
 namespace oasr::scheduler {
@@ -32,5 +34,62 @@ absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
                           std::span<decoder::DecoderState* const> states,
                           std::span<const int32_t> num_frames, const TensorView& log_probs,
                           ExecutionContext* ctx, std::span<absl::Status> status);
+
+// Every frame's candidates for pruned decoding (decoder::PrunedChunks) of up
+// to `rows` cohort rows of max_frames frames: ids and log-probs [rows,
+// max_frames, k] and the blank's log-prob [rows, max_frames], in one buffer
+// on a device, with a host copy (page-locked on CUDA) the decode reads. On
+// the CPU both are the same memory. Select runs on the model's device, so on
+// CUDA only (2k + 1) x 4 bytes per frame cross to the host instead of the
+// whole vocabulary's log-probs. Thread-safety: none.
+class CohortCandidates {
+ public:
+  // INVALID_ARGUMENT for k outside [1, 64] or non-positive sizes;
+  // RESOURCE_EXHAUSTED when the memory cannot be had.
+  static absl::StatusOr<CohortCandidates> Create(int rows, int max_frames, int k, int blank_id,
+                                                 Device device);
+
+  // Selects the candidates of the first `rows` rows of `log_probs` (float32
+  // [>= rows, max_frames, V] on ctx's device), every frame of them: the k
+  // largest log-probs (kernels::TopK) and the blank's. Enqueued on ctx's
+  // stream (capturable in a CUDA graph). INVALID_ARGUMENT for a shape
+  // mismatch or too many rows.
+  absl::Status Select(ExecutionContext& ctx, const TensorView& log_probs, int rows) const;
+
+  // Copies the first `rows` rows' candidates to the host copy and waits
+  // (nothing to copy on the CPU); then host(rows) is readable.
+  absl::Status Download(ExecutionContext& ctx, int rows) const;
+  decoder::PrunedChunks host(int rows) const;
+
+  int k() const { return k_; }
+  int rows() const { return rows_; }
+
+ private:
+  CohortCandidates(int rows, int max_frames, int k, int blank_id, Tensor device, Tensor host);
+  // Word offsets of the three arrays in either buffer.
+  int64_t frames() const { return int64_t{rows_} * max_frames_; }
+  int64_t ids_at() const { return 0; }
+  int64_t log_probs_at() const { return frames() * k_; }
+  int64_t blank_at() const { return 2 * frames() * k_; }
+  const Tensor& host_buffer() const { return host_.empty() ? device_ : host_; }
+
+  int rows_ = 0;
+  int max_frames_ = 0;
+  int k_ = 0;
+  int blank_id_ = 0;
+  Tensor device_;  // int32/float32 words on the model's device.
+  Tensor host_;    // The host copy (CUDA only; empty on the CPU).
+};
+
+// DecodeCohort from `candidates` (already selected for these rows):
+// downloads the first states.size() rows' candidates, then one
+// DecodeChunksPruned per run of non-null states, a failing run retried row by
+// row; a large cohort's rows are decoded in parts on ctx's host threads
+// (ctx->threads()). Same contract as DecodeCohort otherwise; ctx is required.
+absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
+                                std::span<decoder::DecoderState* const> states,
+                                std::span<const int32_t> num_frames,
+                                const CohortCandidates& candidates, ExecutionContext* ctx,
+                                std::span<absl::Status> status);
 
 }  // namespace oasr::scheduler

@@ -10,6 +10,7 @@
 #include "scheduler/cohort_decode.h"
 #include "scheduler/engine_internal.h"
 #include "scheduler/nbest_rescoring.h"
+#include "kernels/softmax.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::scheduler {
@@ -102,11 +103,21 @@ absl::Status Engine::Init() {
   const int capacity = config_.max_batch_size;
 
   // What every tick needs at fixed addresses first (the workspace, the plan
-  // staging, the log-probs), then the pool from what memory is left.
-  const size_t host_bytes = ctx_->is_cuda() ? static_cast<size_t>(capacity) * g.chunk_size *
-                                                      g.vocab_size * sizeof(float) +
-                                                  Arena::kAlignment
-                                            : 0;
+  // staging, the log-probs and the decoder's candidates), then the pool from
+  // what memory is left.
+  const int k = decoder_->candidates_per_frame();
+  if (config_.pruned_decode && k <= kernels::kMaxTopK) {
+    absl::StatusOr<CohortCandidates> candidates = CohortCandidates::Create(
+        capacity, g.chunk_size, k, decoder_->config().search.blank_id, ctx_->device());
+    if (!candidates.ok()) return candidates.status();
+    candidates_.emplace(std::move(*candidates));
+  }
+  // Whole log-probs are staged through the host workspace only without them.
+  const size_t host_bytes = ctx_->is_cuda() && !candidates_.has_value()
+                                ? static_cast<size_t>(capacity) * g.chunk_size * g.vocab_size *
+                                          sizeof(float) +
+                                      Arena::kAlignment
+                                : 0;
   if (absl::Status s = ctx_->ReserveWorkspace(model_->WorkspaceBytes(capacity), host_bytes);
       !s.ok()) {
     return s;
@@ -201,12 +212,12 @@ absl::Status Engine::CaptureGraphs() {
     attention_->UpdateDeviceMirror(stream);
     if (absl::Status s = staging_->Upload(width, stream); !s.ok()) return s;
     const CohortPlan plan = Plan(width);
-    if (absl::Status s = model_->ForwardCohort(plan, log_probs_.view()); !s.ok()) {
+    if (absl::Status s = EnqueueForward(plan); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("CUDA graph warm-up of ", width, " rows: ",
                                                  s.message()));
     }
-    absl::StatusOr<CudaGraph> graph = CudaGraph::Capture(
-        stream, [&] { return model_->ForwardCohort(plan, log_probs_.view()); });
+    absl::StatusOr<CudaGraph> graph =
+        CudaGraph::Capture(stream, [&] { return EnqueueForward(plan); });
     if (!graph.ok()) {
       return absl::Status(graph.status().code(),
                           absl::StrCat("CUDA graph capture of ", width, " rows: ",

@@ -41,6 +41,7 @@
 #include "decoder/ctc_decoder.h"
 #include "decoder/decoder_state_pool.h"
 #include "encoder/attention_rescorer.h"
+#include "scheduler/cohort_decode.h"
 #include "scheduler/cohort_staging.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/engine_stats.h"
@@ -166,6 +167,9 @@ class Engine {
   bool Forward();
   // The plan of the staging's first `width` rows (fixed addresses).
   CohortPlan Plan(int width) const;
+  // The forward of `plan` (plan.batch rows), then the rows' decoder
+  // candidates when decoding pruned: what a tick enqueues, or captures.
+  absl::Status EnqueueForward(const CohortPlan& plan);
   // Fills staging rows [from, width) with the padding lane: a full chunk at
   // the lane's cache length (the length every stream starts with).
   void StagePadRows(int from, int width);
@@ -224,6 +228,9 @@ class Engine {
   std::vector<int> graph_widths_;
   std::vector<CudaGraph> graphs_;
   int pad_slot_ = -1;
+  // Every row's per-frame decoder candidates (config.pruned_decode; empty:
+  // the decoder reads log_probs_ whole).
+  std::optional<CohortCandidates> candidates_;
   // Attention rescoring (null: off), the encoder output of a tick's cohort
   // ([max_batch_size, chunk, d] float32 on the model's device) and every
   // slot's segment so far.

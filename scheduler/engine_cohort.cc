@@ -122,8 +122,7 @@ bool Engine::Forward() {
   attention_->UpdateDeviceMirror(ctx_->stream());
   absl::Status forward = staging_->Upload(width, ctx_->stream());
   if (forward.ok()) {
-    forward = graph != nullptr ? graph->Launch(ctx_->stream())
-                               : model_->ForwardCohort(Plan(width), log_probs_.view());
+    forward = graph != nullptr ? graph->Launch(ctx_->stream()) : EnqueueForward(Plan(width));
   }
   if (forward.ok()) {
     if (graph != nullptr) {
@@ -136,6 +135,14 @@ bool Engine::Forward() {
   for (Row& row : rows_) Finish(*row.stream, FinishReason::kError, forward);
   rows_.clear();
   return false;
+}
+
+absl::Status Engine::EnqueueForward(const CohortPlan& plan) {
+  absl::Status forward = model_->ForwardCohort(plan, log_probs_.view());
+  if (forward.ok() && candidates_.has_value()) {
+    forward = candidates_->Select(*ctx_, log_probs_.view(), plan.batch);
+  }
+  return forward;
 }
 
 CohortPlan Engine::Plan(int width) const {
@@ -177,7 +184,9 @@ void Engine::DecodeCohortRows() {
   // stream: the copy to the host waits for it), then every row's results
   // (reading them is the decoder's work too).
   absl::Status read =
-      DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_, row_status_);
+      candidates_.has_value()
+          ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_, row_status_)
+          : DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_, row_status_);
   if (rescorer_ != nullptr && read.ok()) {
     // Each rescoring row's encoder output joins its segment (the decode's
     // copy to the host has waited for the forward).

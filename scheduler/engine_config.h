@@ -57,6 +57,13 @@ struct EngineConfig {
   // state writes land where no stream reads). Off: every op is launched
   // each tick at the cohort's own size.
   bool cuda_graphs = true;
+  // The decoder reads each frame's candidates -- its k best units and the
+  // blank's log-prob, k being what the search expands (1 greedy,
+  // first_beam_size beam) -- selected on the model's device right after the
+  // forward, instead of whole rows of log-probs: on CUDA only (2k + 1) x 4
+  // bytes per frame cross to the host. Exact (the full rows' results). Off,
+  // or with k above 64, the whole log-probs are copied.
+  bool pruned_decode = true;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;
