@@ -14,3 +14,11 @@ target_compile_definitions(oasr-bench-step PRIVATE
 # (bench/stem_bench.cc; cuDNN's side is bench/gpu/stem_torch.py).
 add_executable(oasr-bench-stem ${CMAKE_CURRENT_LIST_DIR}/stem_bench.cc)
 target_link_libraries(oasr-bench-stem PRIVATE oasr_scheduler CLI11::CLI11)
+
+# oasr-bench-gpu: concurrent real-time streams through the whole engine (front
+# end, encoder, decoder, events; no gRPC) and offline RTFx (bench/gpu_bench.cc).
+add_executable(oasr-bench-gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cc)
+target_link_libraries(oasr-bench-gpu PRIVATE oasr_scheduler CLI11::CLI11)
+target_compile_definitions(oasr-bench-gpu PRIVATE
+  OASR_BUNDLED_MODEL="${PROJECT_SOURCE_DIR}/models/en-conformer-ctc"
+  OASR_SAMPLES_DIR="${PROJECT_SOURCE_DIR}/samples")
