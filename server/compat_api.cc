@@ -22,7 +22,7 @@ const char* FormatName(asr::v1::AudioEncoding encoding) {
 }  // namespace
 
 absl::StatusOr<RecognizeInput> RecognizeInputFor(absl::StatusOr<asr::v1::RecognitionConfig> config,
-                                                 std::string_view audio, std::string_view field) {
+                                                 std::string_view audio, const char* field) {
   if (!config.ok()) return config.status();
   if (audio.empty()) return Invalid(field, ": empty; send the recording's bytes");
   if (LooksLikeWav(audio)) {

@@ -65,7 +65,7 @@ void CopySpeechContexts(const google::protobuf::RepeatedPtrField<Context>& in,
 // unspecified) or another sample_rate_hertz (not 0) is INVALID_ARGUMENT.
 // `audio` must outlive the call (it points into the API's request).
 absl::StatusOr<RecognizeInput> RecognizeInputFor(absl::StatusOr<asr::v1::RecognitionConfig> config,
-                                                 std::string_view audio, std::string_view field);
+                                                 std::string_view audio, const char* field);
 
 // True when `result` has something for a Riva or Google client: oasr.asr.v1's
 // closing result (no alternatives, only finish_reason) and results whose best
