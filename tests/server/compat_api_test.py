@@ -12,15 +12,14 @@ Exit 77 (ctest: skipped), saying why, when grpcio or grpc_tools is missing.
 usage: compat_api_test.py SERVER_BINARY SOURCE_DIR WORK_DIR
 """
 import importlib
-import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 import traceback
 import wave
+
+import bundled_server
 
 SKIP = 77
 SAMPLE = "01_espeak_en-us.wav"  # 3.5 s, 16 kHz mono 16-bit.
@@ -48,25 +47,6 @@ def load_stubs(source_dir, work):
         stubs[key] = importlib.import_module(module + "_pb2")
         stubs[key + "_grpc"] = importlib.import_module(module + "_pb2_grpc")
     return stubs
-
-
-def start_server(binary, source_dir, work):
-    port_file = os.path.join(work, "ports.json")
-    log = open(os.path.join(work, "server.log"), "w")
-    proc = subprocess.Popen(
-        [binary, "--address", "127.0.0.1", "--port", "0", "--metrics-port", "-1",
-         "--port-file", port_file, "--model-dir",
-         os.path.join(source_dir, "models", "en-conformer-ctc"), "--device", "cpu",
-         "--max-message-bytes", str(MAX_MESSAGE_BYTES), "--shutdown-grace", "1"],
-        stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(600):
-        if os.path.exists(port_file):
-            return proc, json.load(open(port_file))["grpc_port"]
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.kill()
-    sys.exit("server did not come up:\n" + open(log.name).read())
 
 
 def read_sample(source_dir):
@@ -173,6 +153,45 @@ class Suite:
                         f"{self.duration_ms} ms")
             last = s
         return len(words)
+
+    def stream_refusals(self, pb, make_config, field_cases):
+        """The streaming refusals every API shares, then one per (field, value, message
+        prefix) of `field_cases` (a dotted field sets a nested one):
+        [(what, requests, code, message prefix)]."""
+        invalid = self.grpc.StatusCode.INVALID_ARGUMENT
+
+        def first(config):
+            return pb.StreamingRecognizeRequest(
+                streaming_config=pb.StreamingRecognitionConfig(config=config))
+        audio = pb.StreamingRecognizeRequest(audio_content=self.pcm[:3200])
+        config = first(make_config())
+        cases = [
+            ("audio before config", [audio, config], invalid, "streaming_config: the first"),
+            ("no RecognitionConfig", [pb.StreamingRecognizeRequest(
+                streaming_config=pb.StreamingRecognitionConfig(interim_results=True))],
+             invalid, "streaming_config.config: missing"),
+            ("config twice", [config, audio, config], invalid, "streaming_config: sent again"),
+            ("odd 16-bit PCM bytes", [config, pb.StreamingRecognizeRequest(
+                audio_content=b"\x00\x01\x02")], invalid, "audio_content: 3 bytes"),
+            ("oversized message", [config, pb.StreamingRecognizeRequest(
+                audio_content=bytes(MAX_MESSAGE_BYTES + 1024))],
+             self.grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
+        ]
+        for field, value, prefix in field_cases:
+            bad = make_config()
+            *path, last = field.split(".")
+            message = bad
+            for name in path:
+                message = getattr(message, name)
+            setattr(message, last, value)
+            cases.append((f"{field} {value!r}", [first(bad), audio], invalid, prefix))
+        return cases
+
+    def expect_refusals(self, what, call, method, cases):
+        """Each (what, request(s), code, message prefix) of `cases` through `call`."""
+        for case, requests, want, prefix in cases:
+            details = self.expect_code(call(method, requests), want, f"{what}, {case}")
+            self.expect(details.startswith(prefix), f"{what}, {case}: {details!r}")
 
     # ---- Riva ----------------------------------------------------------
 
@@ -306,48 +325,21 @@ class Suite:
         pb, common = self.s["riva"], self.s["riva_common"]
         invalid, exhausted = self.grpc.StatusCode.INVALID_ARGUMENT, \
             self.grpc.StatusCode.RESOURCE_EXHAUSTED
-        audio = pb.StreamingRecognizeRequest(audio_content=self.pcm[:3200])
-        config = pb.StreamingRecognizeRequest(
-            streaming_config=pb.StreamingRecognitionConfig(config=self.riva_config()))
-        cases = [
-            ("audio before config", [audio, config], invalid, "streaming_config: the first"),
-            ("no RecognitionConfig", [pb.StreamingRecognizeRequest(
-                streaming_config=pb.StreamingRecognitionConfig(interim_results=True))],
-             invalid, "streaming_config.config: missing"),
-            ("config twice", [config, audio, config], invalid, "streaming_config: sent again"),
-            ("odd LINEAR_PCM bytes", [config, pb.StreamingRecognizeRequest(
-                audio_content=b"\x00\x01\x02")], invalid, "audio_content: 3 bytes"),
-            ("oversized message", [config, pb.StreamingRecognizeRequest(
-                audio_content=bytes(MAX_MESSAGE_BYTES + 1024))], exhausted, ""),
-        ]
-        for field, value, prefix in [
-                ("encoding", common.FLAC, "encoding: FLAC is not supported"),
-                ("encoding", common.OGGOPUS, "encoding: OGGOPUS is not supported"),
-                ("sample_rate_hertz", 4000, "sample_rate_hertz: 4000 is outside"),
-                ("sample_rate_hertz", 96000, "sample_rate_hertz: 96000 is outside"),
-                ("language_code", "de-DE", "language_code: 'de-DE' is not served"),
-                ("model", "other", "model: 'other' is not served"),
-                ("audio_channel_count", 2, "audio_channel_count: 2 channels"),
-                ("max_alternatives", -1, "max_alternatives: -1 is outside")]:
-            bad = pb.StreamingRecognizeRequest(streaming_config=pb.StreamingRecognitionConfig(
-                config=self.riva_config(**{field: value})))
-            cases.append((f"{field} {value}", [bad, audio], invalid, prefix))
-        diarized = self.riva_config()
-        diarized.diarization_config.enable_speaker_diarization = True
-        cases.append(("diarization", [pb.StreamingRecognizeRequest(
-            streaming_config=pb.StreamingRecognitionConfig(config=diarized)), audio], invalid,
-            "diarization_config.enable_speaker_diarization"))
-        negative = self.riva_config()
-        negative.endpointing_config.stop_history = -5
-        cases.append(("negative stop_history", [pb.StreamingRecognizeRequest(
-            streaming_config=pb.StreamingRecognitionConfig(config=negative)), audio], invalid,
-            "endpointing_config.stop_history: -5"))
-        for what, requests, want, prefix in cases:
-            details = self.expect_code(call_stream(self.riva.StreamingRecognize, requests), want,
-                                       f"riva stream, {what}")
-            self.expect(details.startswith(prefix), f"riva stream, {what}: {details!r}")
+        self.expect_refusals("riva stream", call_stream, self.riva.StreamingRecognize,
+                             self.stream_refusals(pb, self.riva_config, [
+            ("encoding", common.FLAC, "encoding: FLAC is not supported"),
+            ("encoding", common.OGGOPUS, "encoding: OGGOPUS is not supported"),
+            ("sample_rate_hertz", 4000, "sample_rate_hertz: 4000 is outside"),
+            ("sample_rate_hertz", 96000, "sample_rate_hertz: 96000 is outside"),
+            ("language_code", "de-DE", "language_code: 'de-DE' is not served"),
+            ("model", "other", "model: 'other' is not served"),
+            ("audio_channel_count", 2, "audio_channel_count: 2 channels"),
+            ("max_alternatives", -1, "max_alternatives: -1 is outside"),
+            ("diarization_config.enable_speaker_diarization", True,
+             "diarization_config.enable_speaker_diarization"),
+            ("endpointing_config.stop_history", -5, "endpointing_config.stop_history: -5")]))
         wav_8k = self.wav[:24] + (8000).to_bytes(4, "little") + self.wav[28:]
-        for what, request, want, prefix in [
+        self.expect_refusals("riva Recognize", call_unary, self.riva.Recognize, [
                 ("empty audio", pb.RecognizeRequest(config=self.riva_config()), invalid,
                  "audio: empty"),
                 ("WAV header against sample_rate_hertz", pb.RecognizeRequest(
@@ -361,10 +353,7 @@ class Suite:
                  "language_code: 'fr-FR' is not served"),
                 ("oversized message", pb.RecognizeRequest(
                     config=self.riva_config(), audio=bytes(MAX_MESSAGE_BYTES + 1024)), exhausted,
-                 "")]:
-            details = self.expect_code(call_unary(self.riva.Recognize, request), want,
-                                       f"riva Recognize, {what}")
-            self.expect(details.startswith(prefix), f"riva Recognize, {what}: {details!r}")
+                 "")])
 
     # ---- Google --------------------------------------------------------
 
@@ -465,39 +454,23 @@ class Suite:
         enc = pb.RecognitionConfig
         invalid, exhausted = self.grpc.StatusCode.INVALID_ARGUMENT, \
             self.grpc.StatusCode.RESOURCE_EXHAUSTED
-        audio = pb.StreamingRecognizeRequest(audio_content=self.pcm[:3200])
-        config = pb.StreamingRecognizeRequest(
-            streaming_config=pb.StreamingRecognitionConfig(config=self.google_config()))
-        cases = [
-            ("audio before config", [audio, config], invalid, "streaming_config: the first"),
-            ("no RecognitionConfig", [pb.StreamingRecognizeRequest(
-                streaming_config=pb.StreamingRecognitionConfig(interim_results=True))],
-             invalid, "streaming_config.config: missing"),
-            ("config twice", [config, audio, config], invalid, "streaming_config: sent again"),
-            ("oversized message", [config, pb.StreamingRecognizeRequest(
-                audio_content=bytes(MAX_MESSAGE_BYTES + 1024))], exhausted, ""),
-        ]
-        for field, value, prefix in [
-                ("encoding", enc.FLAC, "encoding: FLAC is not supported"),
-                ("encoding", enc.OGG_OPUS, "encoding: OGG_OPUS is not supported"),
-                ("encoding", enc.MP3, "encoding: MP3 is not supported"),
-                ("sample_rate_hertz", 4000, "sample_rate_hertz: 4000 is outside"),
-                ("language_code", "", "language_code: required"),
-                ("language_code", "fr-FR", "language_code: 'fr-FR' is not served"),
-                ("model", "phone_call", "model: 'phone_call' is not served"),
-                ("max_alternatives", 31, "max_alternatives: 31 is outside [0, 30]"),
-                ("audio_channel_count", 2, "audio_channel_count: 2 channels")]:
-            bad = pb.StreamingRecognizeRequest(streaming_config=pb.StreamingRecognitionConfig(
-                config=self.google_config(**{field: value})))
-            cases.append((f"{field} {value!r}", [bad, audio], invalid, prefix))
-        for what, requests, want, prefix in cases:
-            details = self.expect_code(call_stream(self.google.StreamingRecognize, requests),
-                                       want, f"google stream, {what}")
-            self.expect(details.startswith(prefix), f"google stream, {what}: {details!r}")
+        self.expect_refusals("google stream", call_stream, self.google.StreamingRecognize,
+                             self.stream_refusals(pb, self.google_config, [
+            ("encoding", enc.FLAC, "encoding: FLAC is not supported"),
+            ("encoding", enc.OGG_OPUS, "encoding: OGG_OPUS is not supported"),
+            ("encoding", enc.MP3, "encoding: MP3 is not supported"),
+            ("sample_rate_hertz", 4000, "sample_rate_hertz: 4000 is outside"),
+            ("language_code", "", "language_code: required"),
+            ("language_code", "fr-FR", "language_code: 'fr-FR' is not served"),
+            ("model", "phone_call", "model: 'phone_call' is not served"),
+            ("max_alternatives", 31, "max_alternatives: 31 is outside [0, 30]"),
+            ("audio_channel_count", 2, "audio_channel_count: 2 channels"),
+            ("diarization_config.enable_speaker_diarization", True,
+             "diarization_config.enable_speaker_diarization")]))
         code, responses, details = self.google_stream(self.google_config(), b"")
         self.expect_code((code, details), self.grpc.StatusCode.OK, "google stream without audio")
         self.expect(responses == [], "google stream without audio: responses")
-        for what, request, want, prefix in [
+        self.expect_refusals("google Recognize", call_unary, self.google.Recognize, [
                 ("no audio", pb.RecognizeRequest(config=self.google_config()), invalid,
                  "audio: neither content nor uri"),
                 ("empty content", pb.RecognizeRequest(
@@ -512,10 +485,7 @@ class Suite:
                 ("oversized message", pb.RecognizeRequest(
                     config=self.google_config(),
                     audio=pb.RecognitionAudio(content=bytes(MAX_MESSAGE_BYTES + 1024))),
-                 exhausted, "")]:
-            details = self.expect_code(call_unary(self.google.Recognize, request), want,
-                                       f"google Recognize, {what}")
-            self.expect(details.startswith(prefix), f"google Recognize, {what}: {details!r}")
+                 exhausted, "")])
         # Declared by Google, not served: a stub built from Google's proto gets UNIMPLEMENTED.
         long_running = self.channel.unary_unary(
             "/google.cloud.speech.v1.Speech/LongRunningRecognize",
@@ -549,7 +519,9 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     stubs = load_stubs(source_dir, work)
-    proc, port = start_server(binary, source_dir, work)
+    proc, port = bundled_server.start(
+        binary, source_dir, work,
+        ["--max-message-bytes", str(MAX_MESSAGE_BYTES), "--shutdown-grace", "1"])
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     suite = Suite(stubs, channel, read_sample(source_dir))
     tests = [name for name in dir(Suite) if name.startswith("test_")]
@@ -571,12 +543,7 @@ def main():
                   f"({time.time() - started:.1f} s)")
     finally:
         channel.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        bundled_server.stop(proc)
     for failure in suite.failures:
         print("FAILED:", failure)
     print(f"{len(tests)} tests, {suite.checks} checks, {len(suite.failures)} failed")
