@@ -19,6 +19,18 @@ const char* FormatName(asr::v1::AudioEncoding encoding) {
   }
 }
 
+asr::v1::AudioEncoding EncodingOf(SampleEncoding encoding) {
+  switch (encoding) {
+    case SampleEncoding::kMulaw:
+      return asr::v1::MULAW;
+    case SampleEncoding::kAlaw:
+      return asr::v1::ALAW;
+    case SampleEncoding::kLinear16:
+      break;
+  }
+  return asr::v1::LINEAR16;
+}
+
 }  // namespace
 
 absl::StatusOr<RecognizeInput> RecognizeInputFor(absl::StatusOr<asr::v1::RecognitionConfig> config,
@@ -27,9 +39,7 @@ absl::StatusOr<RecognizeInput> RecognizeInputFor(absl::StatusOr<asr::v1::Recogni
   if (audio.empty()) return Invalid(field, ": empty; send the recording's bytes");
   if (LooksLikeWav(audio)) {
     OASR_ASSIGN_OR_RETURN(WavAudio wav, ParseWav(audio));
-    const asr::v1::AudioEncoding header = wav.encoding == SampleEncoding::kMulaw  ? asr::v1::MULAW
-                                          : wav.encoding == SampleEncoding::kAlaw ? asr::v1::ALAW
-                                                                                  : asr::v1::LINEAR16;
+    const asr::v1::AudioEncoding header = EncodingOf(wav.encoding);
     if (config->encoding() != asr::v1::ENCODING_UNSPECIFIED && config->encoding() != header) {
       return Invalid("encoding: the config's ", FormatName(config->encoding()),
                      " does not match the WAV header's ", FormatName(header),

@@ -108,16 +108,14 @@ void GoogleStreamingApi::Translate(asr::v1::StreamingRecognizeResponse native,
   }
 }
 
-grpc::ServerUnaryReactor* GoogleSpeechService::Recognize(
-    grpc::CallbackServerContext* call_context, const gspeech::RecognizeRequest* request,
-    gspeech::RecognizeResponse* response) {
+grpc::ServerUnaryReactor* GoogleSpeechService::Recognize(grpc::CallbackServerContext* call_context,
+                                                         const gspeech::RecognizeRequest* request,
+                                                         gspeech::RecognizeResponse* response) {
   absl::StatusOr<asr::v1::RecognitionConfig> config = GoogleToNative(request->config());
   if (config.ok() && request->audio().has_uri()) {
-    config = compat::Invalid("audio.uri: not supported (oasr reads no storage); send the audio in "
-                             "audio.content");
+    config = compat::Invalid("audio.uri: not supported (oasr reads no storage); use audio.content");
   } else if (config.ok() && !request->audio().has_content()) {
-    config = compat::Invalid("audio: neither content nor uri is set; send the audio in "
-                             "audio.content");
+    config = compat::Invalid("audio: neither content nor uri is set; send audio.content");
   }
   return StartRecognize(
       call_context, context_,

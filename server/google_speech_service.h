@@ -54,9 +54,10 @@ class GoogleSpeechService final : public google::cloud::speech::v1::Speech::Call
   // `context` (not owned) must outlive every call.
   explicit GoogleSpeechService(ServiceContext* context) : context_(context) {}
 
-  grpc::ServerUnaryReactor* Recognize(grpc::CallbackServerContext* call_context,
-                                      const google::cloud::speech::v1::RecognizeRequest* request,
-                                      google::cloud::speech::v1::RecognizeResponse* response) override;
+  grpc::ServerUnaryReactor* Recognize(
+      grpc::CallbackServerContext* call_context,
+      const google::cloud::speech::v1::RecognizeRequest* request,
+      google::cloud::speech::v1::RecognizeResponse* response) override;
 
   grpc::ServerBidiReactor<google::cloud::speech::v1::StreamingRecognizeRequest,
                           google::cloud::speech::v1::StreamingRecognizeResponse>*

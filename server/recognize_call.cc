@@ -179,8 +179,9 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
                                          ServiceContext* context,
                                          const asr::v1::RecognizeRequest* request,
                                          asr::v1::RecognizeResponse* response) {
-  return StartRecognize(call_context, context, RecognizeInput{request->config(), request->audio()},
-                        [response](asr::v1::RecognizeResponse& native) { response->Swap(&native); });
+  return StartRecognize(
+      call_context, context, RecognizeInput{request->config(), request->audio()},
+      [response](asr::v1::RecognizeResponse& native) { response->Swap(&native); });
 }
 
 }  // namespace oasr::server

@@ -113,11 +113,11 @@ grpc::ServerUnaryReactor* RivaService::GetRivaSpeechRecognitionConfig(
     const riva_asr::RivaSpeechRecognitionConfigRequest* request,
     riva_asr::RivaSpeechRecognitionConfigResponse* response) {
   const ServedModel* model = context_->model.load();
-  if (model != nullptr && (request->model_name().empty() || request->model_name() == model->name())) {
+  if (model != nullptr &&
+      (request->model_name().empty() || request->model_name() == model->name())) {
     const asr::v1::ModelInfo& info = model->info();
     for (const char* type : {"online", "offline"}) {
-      riva_asr::RivaSpeechRecognitionConfigResponse::Config* config =
-          response->add_model_config();
+      riva_asr::RivaSpeechRecognitionConfigResponse::Config* config = response->add_model_config();
       config->set_model_name(info.name());
       google::protobuf::Map<std::string, std::string>& parameters = *config->mutable_parameters();
       parameters["type"] = type;

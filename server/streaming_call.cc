@@ -10,7 +10,8 @@
 namespace oasr::server {
 
 template <typename Api>
-StreamingCall<Api>::StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context)
+StreamingCall<Api>::StreamingCall(grpc::CallbackServerContext* call_context,
+                                  ServiceContext* context)
     : call_context_(call_context), context_(context), link_(std::make_shared<Link>()) {
   OASR_CHECK(context_->dispatcher != nullptr, "a streaming call needs the event dispatcher");
   link_->call = this;

@@ -2,10 +2,11 @@
 // configurations mapped onto oasr.asr.v1's (and refused, naming the field),
 // Recognize's audio checks, and oasr.asr.v1's responses mapped back.
 // tests/server/compat_api_test.py runs both APIs end to end.
+#include "server/compat_api.h"
+
 #include <gtest/gtest.h>
 
 #include "server/audio_codec.h"
-#include "server/compat_api.h"
 #include "server/google_speech_service.h"
 #include "server/riva_service.h"
 
@@ -200,7 +201,7 @@ TEST(RivaStreamingApiTest, ConfiguresAndTranslates) {
   std::deque<riva_asr::StreamingRecognizeResponse> out;
   asr::v1::StreamingRecognizeResponse native = NativeResult("hello", false);
   *native.add_results() = NativeResult("", false).results(0);  // Nothing recognized: dropped.
-  native.add_results()->set_finish_reason("stop");              // The closing result: dropped.
+  native.add_results()->set_finish_reason("stop");             // The closing result: dropped.
   *native.add_results() = NativeResult("world", true).results(0);
   api.Translate(native, &out);
   ASSERT_EQ(out.size(), 2u);
@@ -253,7 +254,8 @@ TEST(GoogleStreamingApiTest, ConfiguresTranslatesAndSignalsTheEndOfAnUtterance) 
   EXPECT_EQ(word.end_time().nanos(), 900000000);
   EXPECT_EQ(word.confidence(), 0.0f) << "enable_word_confidence was not set";
   // The event first, alone, then the utterance's final result.
-  EXPECT_EQ(out[1].speech_event_type(), gspeech::StreamingRecognizeResponse::END_OF_SINGLE_UTTERANCE);
+  EXPECT_EQ(out[1].speech_event_type(),
+            gspeech::StreamingRecognizeResponse::END_OF_SINGLE_UTTERANCE);
   EXPECT_EQ(out[1].results_size(), 0);
   EXPECT_EQ(out[1].speech_event_time().seconds(), 2);
   EXPECT_TRUE(out[2].results(0).is_final());
