@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "decoder/context_graph.h"
@@ -106,7 +107,9 @@ absl::StatusOr<ParsedConfig> ParseRecognitionConfig(const asr::v1::RecognitionCo
     return Invalid(absl::StrCat("model: '", config.model(), "' is not served (served: '",
                                 model.name(), "'; see ListModels)"));
   }
-  if (!config.language_code().empty() && config.language_code() != model.info().language_code()) {
+  // BCP-47 tags are case-insensitive ("en-us" is "en-US").
+  if (!config.language_code().empty() &&
+      !absl::EqualsIgnoreCase(config.language_code(), model.info().language_code())) {
     return Invalid(absl::StrCat("language_code: '", config.language_code(),
                                 "' is not served (model '", model.name(), "' is '",
                                 model.info().language_code(), "')"));

@@ -18,7 +18,8 @@ namespace {
 struct RecognizeState final : EventDispatcher::Task {
   grpc::ServerUnaryReactor* reactor = nullptr;
   ServiceContext* context = nullptr;
-  asr::v1::RecognizeResponse* response = nullptr;
+  asr::v1::RecognizeResponse response;
+  RecognizeDelivery deliver;
   ParsedConfig config;
   std::mutex mu;
   // Set once the audio is queued; reset at the end (breaks the cycle
@@ -41,15 +42,15 @@ struct RecognizeState final : EventDispatcher::Task {
     while (stream->outbox().TryPop(&event)) {
       for (const decoder::DecodeResult& result : event.results) {
         if (!result.is_final) continue;
-        asr::v1::SpeechRecognitionResult* out = response->add_results();
+        asr::v1::SpeechRecognitionResult* out = response.add_results();
         FillAlternatives(result, config, out->mutable_alternatives());
         SetDurationMs(result.end_ms, out->mutable_result_end_time());
         out->set_segment(result.segment);
       }
-      response->set_audio_processed(static_cast<float>(event.audio_processed_s));
+      response.set_audio_processed(static_cast<float>(event.audio_processed_s));
       if (!event.finish.has_value()) continue;
       done = true;
-      response->set_finish_reason(scheduler::FinishReasonName(*event.finish));
+      response.set_finish_reason(scheduler::FinishReasonName(*event.finish));
       grpc::Status status = grpc::Status::OK;
       if (*event.finish == scheduler::FinishReason::kError) {
         status = event.error.ok() ? grpc::Status(grpc::StatusCode::INTERNAL, "recognition failed")
@@ -61,6 +62,7 @@ struct RecognizeState final : EventDispatcher::Task {
       // The dispatcher holds this state until Run returns, so dropping the
       // handle (and with it, maybe, the notify's reference) here is safe.
       stream.reset();
+      if (status.ok()) deliver(response);
       Finish(status);
       return;
     }
@@ -80,8 +82,8 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* call_context,
 
 grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_context,
                                          ServiceContext* context,
-                                         const asr::v1::RecognizeRequest* request,
-                                         asr::v1::RecognizeResponse* response) {
+                                         absl::StatusOr<RecognizeInput> input,
+                                         RecognizeDelivery deliver) {
   context->metrics.recognize_calls_active.fetch_add(1);
   context->metrics.recognize_calls_total.fetch_add(1);
   ServedModel* model = context->model.load();
@@ -94,8 +96,9 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
                      grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                   "no model is served (loading, or the server runs without one)"));
   }
-  asr::v1::RecognitionConfig config = request->config();
-  const std::string& audio = request->audio();
+  if (!input.ok()) return FinishNow(call_context, context, ToGrpcStatus(input.status()));
+  asr::v1::RecognitionConfig& config = input->config;
+  const std::string_view audio = input->audio;
   // LINEAR16 or unspecified with a RIFF header is a WAV file too.
   const bool wav_bytes = LooksLikeWav(audio);
   if (wav_bytes && (config.encoding() == asr::v1::ENCODING_UNSPECIFIED ||
@@ -142,7 +145,7 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   auto state = std::make_shared<RecognizeState>();
   state->reactor = call_context->DefaultReactor();
   state->context = context;
-  state->response = response;
+  state->deliver = std::move(deliver);
   state->config = *parsed;
   // The notify runs on the scheduler thread: it only posts the state, never
   // waits for state->mu nor builds the response.
@@ -170,6 +173,15 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   // before it is returned).
   dispatcher->Post(task);
   return state->reactor;
+}
+
+grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_context,
+                                         ServiceContext* context,
+                                         const asr::v1::RecognizeRequest* request,
+                                         asr::v1::RecognizeResponse* response) {
+  return StartRecognize(
+      call_context, context, RecognizeInput{request->config(), request->audio()},
+      [response](asr::v1::RecognizeResponse& native) { response->Swap(&native); });
 }
 
 }  // namespace oasr::server

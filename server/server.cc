@@ -21,6 +21,9 @@ namespace oasr::server {
 namespace {
 
 constexpr const char kSpeechServiceName[] = "oasr.asr.v1.Speech";
+// The same engine behind the Riva and Google Cloud Speech APIs.
+constexpr const char kRivaServiceName[] = "nvidia.riva.asr.RivaSpeechRecognition";
+constexpr const char kGoogleServiceName[] = "google.cloud.speech.v1.Speech";
 // After the grace period the engine cancels what is left; the calls get at
 // most this long to deliver those endings (milliseconds, usually) before
 // gRPC cuts them. Waited only while such calls are still open.
@@ -28,7 +31,9 @@ constexpr std::chrono::milliseconds kMaxFinalDelivery{1000};
 
 void SetHealth(grpc::Server* server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(kSpeechServiceName, serving);
+  for (const char* service : {kSpeechServiceName, kRivaServiceName, kGoogleServiceName}) {
+    health->SetServingStatus(service, serving);
+  }
   health->SetServingStatus(serving);
 }
 
@@ -47,6 +52,8 @@ absl::Status Server::Start() {
   dispatcher_ = std::make_unique<EventDispatcher>(EventDispatcher::DefaultThreads());
   context_.dispatcher = dispatcher_.get();
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
+  riva_service_ = std::make_unique<RivaService>(&context_);
+  google_service_ = std::make_unique<GoogleSpeechService>(&context_);
 
   grpc::EnableDefaultHealthCheckService(true);
   // The built-in health service does not register grpc.health.v1's
@@ -69,6 +76,8 @@ absl::Status Server::Start() {
   const std::string target = absl::StrCat(options_.address, ":", options_.port);
   builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &grpc_port_);
   builder.RegisterService(speech_service_.get());
+  builder.RegisterService(riva_service_.get());
+  builder.RegisterService(google_service_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || grpc_port_ == 0) {
     grpc_server_.reset();
@@ -167,8 +176,9 @@ void Server::LogServing() const {
         info.max_waiting_streams(), longest);
     spdlog::info("the engine computes on {}", model_->engine().model().context().Describe());
   }
-  spdlog::info("gRPC listening on {}:{} (services: {}, grpc.health.v1.Health, reflection)",
-               options_.address, grpc_port_, kSpeechServiceName);
+  spdlog::info("gRPC listening on {}:{} (services: {}, {}, {}, grpc.health.v1.Health, reflection)",
+               options_.address, grpc_port_, kSpeechServiceName, kRivaServiceName,
+               kGoogleServiceName);
   spdlog::debug("calls handle their streams' events on {} dispatcher threads",
                 dispatcher_->threads());
   if (metrics_port_ >= 0) {

@@ -1,5 +1,6 @@
-// The oasr gRPC server process: the Speech service, grpc.health.v1,
-// reflection and the Prometheus endpoint, with a graceful shutdown.
+// The oasr gRPC server process: the Speech service (and the Riva and Google
+// Cloud Speech APIs over the same engine), grpc.health.v1, reflection and the
+// Prometheus endpoint, with a graceful shutdown.
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,9 @@
 
 #include "absl/status/status.h"
 #include "server/event_dispatcher.h"
+#include "server/google_speech_service.h"
 #include "server/metrics_http.h"
+#include "server/riva_service.h"
 #include "server/served_model.h"
 #include "server/server_options.h"
 #include "server/service_context.h"
@@ -67,6 +70,8 @@ class Server {
   std::unique_ptr<ServedModel> model_;  // Outlives every call (see Shutdown).
   double model_load_seconds_ = 0.0;
   std::unique_ptr<SpeechService> speech_service_;
+  std::unique_ptr<RivaService> riva_service_;
+  std::unique_ptr<GoogleSpeechService> google_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<MetricsHttpServer> metrics_;
   int grpc_port_ = 0;

@@ -40,7 +40,7 @@ grpc::ServerUnaryReactor* SpeechService::GetServerInfo(
 
 grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest, asr::v1::StreamingRecognizeResponse>*
 SpeechService::StreamingRecognize(grpc::CallbackServerContext* context) {
-  return new StreamingCall(context, context_);
+  return new StreamingCall<NativeStreamingApi>(context, context_);
 }
 
 grpc::ServerUnaryReactor* SpeechService::Recognize(grpc::CallbackServerContext* context,

@@ -2,12 +2,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "server/google_speech_service.h"
 #include "server/grpc_status.h"
+#include "server/riva_service.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::server {
 
-StreamingCall::StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context)
+template <typename Api>
+StreamingCall<Api>::StreamingCall(grpc::CallbackServerContext* call_context,
+                                  ServiceContext* context)
     : call_context_(call_context), context_(context), link_(std::make_shared<Link>()) {
   OASR_CHECK(context_->dispatcher != nullptr, "a streaming call needs the event dispatcher");
   link_->call = this;
@@ -20,7 +24,8 @@ StreamingCall::StreamingCall(grpc::CallbackServerContext* call_context, ServiceC
   }
 }
 
-void StreamingCall::ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay) {
+template <typename Api>
+void StreamingCall<Api>::ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay) {
   // grpc::Alarm takes system_clock deadlines; the delay is measured on the
   // steady clock, so a wall-clock step only shifts when the check runs.
   const auto deadline = std::chrono::system_clock::now() +
@@ -36,7 +41,8 @@ void StreamingCall::ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay
   });
 }
 
-void StreamingCall::CheckIdleLocked() {
+template <typename Api>
+void StreamingCall<Api>::CheckIdleLocked() {
   // After a half-close or the end of the call there is nothing to wait for.
   if (finished_ || client_done_) return;
   const auto timeout = context_->stream_idle_timeout;
@@ -61,16 +67,18 @@ void StreamingCall::CheckIdleLocked() {
                    "the stream when the audio ends")));
 }
 
-void StreamingCall::MaybeReadLocked() {
+template <typename Api>
+void StreamingCall<Api>::MaybeReadLocked() {
   if (reading_ || client_done_ || finished_) return;
   if (static_cast<int>(pending_.size()) >= context_->max_pending_responses) return;
   reading_ = true;
   message_in_hand_.store(false, std::memory_order_relaxed);
   read_started_ = std::chrono::steady_clock::now();
-  StartRead(&request_);
+  this->StartRead(&request_);
 }
 
-void StreamingCall::OnReadDone(bool ok) {
+template <typename Api>
+void StreamingCall<Api>::OnReadDone(bool ok) {
   message_in_hand_.store(true, std::memory_order_relaxed);
   // Audio (up to max_message_bytes) is decoded before the lock, so the
   // dispatcher and this call's other reactions never wait behind it. That is
@@ -115,7 +123,8 @@ void StreamingCall::OnReadDone(bool ok) {
   MaybeReadLocked();
 }
 
-void StreamingCall::HandleConfigLocked() {
+template <typename Api>
+void StreamingCall<Api>::HandleConfigLocked() {
   if (!request_.has_streaming_config()) {
     FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "streaming_config: the first message must carry streaming_config, "
@@ -140,16 +149,22 @@ void StreamingCall::HandleConfigLocked() {
                             "no model is served (loading, or the server runs without one)"));
     return;
   }
-  const asr::v1::StreamingRecognitionConfig& streaming = request_.streaming_config();
+  // The API's configuration in oasr.asr.v1's shape, then checked as the
+  // native API's is.
+  absl::StatusOr<asr::v1::StreamingRecognitionConfig> streaming = api_.Configure(request_);
+  if (!streaming.ok()) {
+    FailLocked(ToGrpcStatus(streaming.status()));
+    return;
+  }
   absl::StatusOr<ParsedConfig> parsed =
-      ParseRecognitionConfig(streaming.config(), *model, /*allow_wav=*/false);
+      ParseRecognitionConfig(streaming->config(), *model, /*allow_wav=*/false);
   if (!parsed.ok()) {
     FailLocked(ToGrpcStatus(parsed.status()));
     return;
   }
   config_ = std::move(*parsed);
-  config_.request.interim_results = streaming.interim_results();
-  config_.request.decode.single_utterance = streaming.single_utterance();
+  config_.request.interim_results = streaming->interim_results();
+  config_.request.decode.single_utterance = streaming->single_utterance();
   // The notify runs on the scheduler thread: it only posts the Link (an
   // atomic increment, at most one queue entry per call), never waits for
   // link_->mu nor builds a response.
@@ -162,14 +177,15 @@ void StreamingCall::HandleConfigLocked() {
     return;
   }
   stream_ = std::move(*opened);
-  spdlog::debug("stream {}: opened from {} ({} Hz, interim {}, single utterance {})", stream_->id(),
-                call_context_->peer(), config_.request.sample_rate, config_.request.interim_results,
-                config_.request.decode.single_utterance);
+  spdlog::debug("stream {}: opened from {} ({} API, {} Hz, interim {}, single utterance {})",
+                stream_->id(), call_context_->peer(), Api::kName, config_.request.sample_rate,
+                config_.request.interim_results, config_.request.decode.single_utterance);
   // Events that arrive before this returns wait for link_->mu on the
   // dispatcher, and find stream_ set.
 }
 
-void StreamingCall::HandleAudioLocked(const absl::Status& decoded) {
+template <typename Api>
+void StreamingCall<Api>::HandleAudioLocked(const absl::Status& decoded) {
   if (request_.has_streaming_config()) {
     FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "streaming_config: sent again; only the first message may carry it"));
@@ -191,7 +207,8 @@ void StreamingCall::HandleAudioLocked(const absl::Status& decoded) {
   }
 }
 
-grpc::Status StreamingCall::FinalStatus(const scheduler::StreamEvent& event) const {
+template <typename Api>
+grpc::Status StreamingCall<Api>::FinalStatus(const scheduler::StreamEvent& event) const {
   switch (*event.finish) {
     case scheduler::FinishReason::kStop:
     case scheduler::FinishReason::kEndpoint:
@@ -210,19 +227,22 @@ grpc::Status StreamingCall::FinalStatus(const scheduler::StreamEvent& event) con
   return grpc::Status(grpc::StatusCode::INTERNAL, "unknown finish reason");
 }
 
-void StreamingCall::Link::Run() {
+template <typename Api>
+void StreamingCall<Api>::Link::Run() {
   std::lock_guard<std::recursive_mutex> lock(mu);
   // The call may be done (and deleted): the Link is the dispatcher's until
   // this returns, the call only while it is linked.
   if (call != nullptr) call->OnEventsLocked();
 }
 
-void StreamingCall::OnEventsLocked() {
+template <typename Api>
+void StreamingCall<Api>::OnEventsLocked() {
   if (context_->on_stream_events_for_test) context_->on_stream_events_for_test(*call_context_);
   PumpLocked();
 }
 
-void StreamingCall::PumpLocked() {
+template <typename Api>
+void StreamingCall<Api>::PumpLocked() {
   if (finished_ || stream_ == nullptr) return;
   scheduler::StreamEvent event;
   while (!engine_done_ && stream_->outbox().TryPop(&event)) {
@@ -248,22 +268,32 @@ void StreamingCall::PumpLocked() {
                     scheduler::FinishReasonName(*event.finish), event.error.ok() ? "" : ": ",
                     std::string(event.error.message()));
     }
-    pending_.push_back(std::move(response));
+    api_.Translate(std::move(response), &pending_);
   }
-  if (writing_ || pending_.empty()) return;
+  if (writing_) return;
+  if (pending_.empty()) {
+    // An API without a closing result may have nothing left to say.
+    if (engine_done_) {
+      finished_ = true;
+      context_->metrics.CountStatus(final_status_);
+      this->Finish(final_status_);
+    }
+    return;
+  }
   response_ = std::move(pending_.front());
   pending_.pop_front();
   writing_ = true;
   if (engine_done_ && pending_.empty()) {
     finished_ = true;
     context_->metrics.CountStatus(final_status_);
-    StartWriteAndFinish(&response_, grpc::WriteOptions(), final_status_);
+    this->StartWriteAndFinish(&response_, grpc::WriteOptions(), final_status_);
     return;
   }
-  StartWrite(&response_);
+  this->StartWrite(&response_);
 }
 
-void StreamingCall::OnWriteDone(bool ok) {
+template <typename Api>
+void StreamingCall<Api>::OnWriteDone(bool ok) {
   std::lock_guard<std::recursive_mutex> lock(link_->mu);
   writing_ = false;
   if (finished_) return;
@@ -276,7 +306,8 @@ void StreamingCall::OnWriteDone(bool ok) {
   MaybeReadLocked();
 }
 
-void StreamingCall::FailLocked(const grpc::Status& status) {
+template <typename Api>
+void StreamingCall<Api>::FailLocked(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
   if (stream_ != nullptr && !engine_done_) stream_->Cancel();
@@ -285,10 +316,11 @@ void StreamingCall::FailLocked(const grpc::Status& status) {
                  static_cast<int>(status.error_code()));
   }
   context_->metrics.CountStatus(status);
-  Finish(status);
+  this->Finish(status);
 }
 
-void StreamingCall::OnCancel() {
+template <typename Api>
+void StreamingCall<Api>::OnCancel() {
   std::lock_guard<std::recursive_mutex> lock(link_->mu);
   // A deadline, a disconnect or the server's last resort: free the engine's
   // resources now rather than when the audio would have ended.
@@ -296,7 +328,8 @@ void StreamingCall::OnCancel() {
   FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
 }
 
-void StreamingCall::OnDone() {
+template <typename Api>
+void StreamingCall<Api>::OnDone() {
   {
     std::lock_guard<std::recursive_mutex> lock(link_->mu);
     link_->call = nullptr;
@@ -305,5 +338,10 @@ void StreamingCall::OnDone() {
   context_->metrics.streaming_calls_active.fetch_sub(1);
   delete this;
 }
+
+// Every API the server has a StreamingRecognize for.
+template class StreamingCall<NativeStreamingApi>;
+template class StreamingCall<RivaStreamingApi>;
+template class StreamingCall<GoogleStreamingApi>;
 
 }  // namespace oasr::server

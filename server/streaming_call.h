@@ -1,5 +1,8 @@
 // One StreamingRecognize call: a gRPC callback reactor bridging the client's
 // messages to an engine stream and the engine's events back to the client.
+// One implementation serves every API that has the call (oasr.asr.v1,
+// Riva's, Google's): a small adapter maps the API's first message onto
+// oasr.asr.v1's configuration and oasr.asr.v1's responses onto the API's.
 #pragma once
 
 #include <grpcpp/alarm.h>
@@ -11,6 +14,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/status/statusor.h"
 #include "oasr/asr/v1/asr.grpc.pb.h"
 #include "scheduler/engine.h"
 #include "server/event_dispatcher.h"
@@ -18,6 +22,30 @@
 #include "server/service_context.h"
 
 namespace oasr::server {
+
+// What an API adapter provides (NativeStreamingApi is the model; the Riva and
+// Google ones are in riva_service.h and google_speech_service.h). One
+// instance per call, used under the call's lock.
+//   using Request, Response: the API's messages. Request has the oneof
+//     streaming_config / audio_content, and streaming_config has config.
+//   static constexpr const char* kName: for the logs.
+//   absl::StatusOr<asr::v1::StreamingRecognitionConfig> Configure(
+//       const Request& first): the first message's configuration in
+//       oasr.asr.v1's shape (it has streaming_config with a config), or
+//       INVALID_ARGUMENT naming the API's field.
+//   void Translate(asr::v1::StreamingRecognizeResponse native,
+//                  std::deque<Response>* out): appends what the client gets
+//       for one native response: none, one or more responses.
+struct NativeStreamingApi {
+  using Request = asr::v1::StreamingRecognizeRequest;
+  using Response = asr::v1::StreamingRecognizeResponse;
+  static constexpr const char* kName = "oasr";
+
+  absl::StatusOr<asr::v1::StreamingRecognitionConfig> Configure(const Request& first) {
+    return first.streaming_config();
+  }
+  void Translate(Response native, std::deque<Response>* out) { out->push_back(std::move(native)); }
+};
 
 // Lifetime: created by the service for each call, deletes itself in OnDone.
 // Threading: gRPC runs the reactions on its threads. The engine's notify
@@ -37,9 +65,13 @@ namespace oasr::server {
 // idle for context->stream_idle_timeout; it ends the call with OUT_OF_RANGE
 // when a read has been waiting that long, and otherwise re-arms for the
 // read in flight, so a stream costs one pending alarm and no polling.
-class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest,
-                                                           asr::v1::StreamingRecognizeResponse> {
+template <typename Api>
+class StreamingCall final
+    : public grpc::ServerBidiReactor<typename Api::Request, typename Api::Response> {
  public:
+  using Request = typename Api::Request;
+  using Response = typename Api::Response;
+
   // `context` must outlive the call (the Server guarantees it).
   StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context);
 
@@ -82,9 +114,10 @@ class StreamingCall final : public grpc::ServerBidiReactor<asr::v1::StreamingRec
   grpc::CallbackServerContext* const call_context_;
   ServiceContext* const context_;
   const std::shared_ptr<Link> link_;
-  asr::v1::StreamingRecognizeRequest request_;
-  asr::v1::StreamingRecognizeResponse response_;  // The write in flight.
-  std::deque<asr::v1::StreamingRecognizeResponse> pending_;
+  Api api_;
+  Request request_;
+  Response response_;  // The write in flight.
+  std::deque<Response> pending_;
   ParsedConfig config_;
   std::unique_ptr<scheduler::EngineStream> stream_;
   std::vector<int16_t> samples_;  // Scratch for decoded audio (the read's alone).

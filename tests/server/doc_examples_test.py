@@ -13,15 +13,15 @@ Exit 77 (ctest: skipped), saying why, when grpcurl or ghz is not found on
 PATH, in $GRPC_TOOLS_DIR, or in the archive $GRPC_TOOLS_ARCHIVE.
 usage: doc_examples_test.py SERVER_BINARY SOURCE_DIR WORK_DIR
 """
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import time
+
+import bundled_server
 
 SKIP = 77
 DOCS_ORDER = ["docs/api.md", "README.md"]  # Then any other docs/*.md.
@@ -65,24 +65,6 @@ def blocks(source_dir):
                 yield rel, text[: m.start()].count("\n") + 2, body
 
 
-def start_server(binary, source_dir, work):
-    port_file = os.path.join(work, "ports.json")
-    log = open(os.path.join(work, "server.log"), "w")
-    proc = subprocess.Popen(
-        [binary, "--address", "127.0.0.1", "--port", "0", "--metrics-port", "0",
-         "--port-file", port_file, "--model-dir",
-         os.path.join(source_dir, "models", "en-conformer-ctc"), "--device", "cpu"],
-        stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(600):
-        if os.path.exists(port_file):
-            return proc, json.load(open(port_file))["grpc_port"]
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.kill()
-    sys.exit("server did not come up:\n" + open(log.name).read())
-
-
 def check(rel, line, body, out):
     """Returns what is wrong with a block's output, or ''."""
     problems = []
@@ -124,7 +106,7 @@ def main():
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join(
         sorted({os.path.dirname(p) for p in tools.values()}) + [env.get("PATH", "")])
-    proc, port = start_server(binary, source_dir, work)
+    proc, port = bundled_server.start(binary, source_dir, work)
     failures, ran = [], 0
     try:
         for rel, line, body in blocks(source_dir):
@@ -144,8 +126,7 @@ def main():
             if problem:
                 failures.append(f"{rel}:{line}: {problem}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        bundled_server.stop(proc)
     if ran == 0:
         failures.append("no grpcurl or ghz example found in README.md and docs/")
     for f in failures:
