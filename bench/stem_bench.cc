@@ -7,13 +7,13 @@
 // on the CPU, unfused only) and the rate from the stages' FLOP count, for
 // the side-by-side with cuDNN in bench/gpu/stem_torch.py.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/median_time.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/execution_context.h"
@@ -22,10 +22,6 @@
 #include "common/tensor.h"
 #include "kernels/conv2d.h"
 #include "scheduler/model_factory.h"
-
-#if OASR_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace oasr {
 namespace {
@@ -96,32 +92,7 @@ absl::StatusOr<double> TimeStem(ExecutionContext& ctx, const Geometry& geo, int6
   };
   for (int i = 0; i < 3; ++i) OASR_RETURN_IF_ERROR(run());
   OASR_RETURN_IF_ERROR(ctx.Synchronize());
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-#if OASR_WITH_CUDA
-    if (ctx.is_cuda()) {
-      cudaEvent_t start, stop;
-      cudaEventCreate(&start);
-      cudaEventCreate(&stop);
-      cudaEventRecord(start, ctx.stream());
-      OASR_RETURN_IF_ERROR(run());
-      cudaEventRecord(stop, ctx.stream());
-      cudaEventSynchronize(stop);
-      float elapsed = 0;
-      cudaEventElapsedTime(&elapsed, start, stop);
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      ms.push_back(elapsed);
-      continue;
-    }
-#endif
-    const auto start = std::chrono::steady_clock::now();
-    OASR_RETURN_IF_ERROR(run());
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return bench::MedianMs(ctx, reps, run);
 }
 
 int Main(int argc, char** argv) {

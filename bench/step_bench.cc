@@ -9,13 +9,13 @@
 // frames per second, and the matrix rate it reaches from the FLOP count of
 // the model's geometry.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/median_time.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "cache/attention_cache_manager.h"
@@ -29,7 +29,6 @@
 #include "scheduler/model_factory.h"
 
 #if OASR_WITH_CUDA
-#include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 #endif
 
@@ -141,39 +140,16 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
     for (int k = 0; k < 2; ++k) OASR_RETURN_IF_ERROR(step(false));
   }
   OASR_RETURN_IF_ERROR(ctx.Synchronize());
-  std::vector<double> ms;
 #if OASR_WITH_CUDA
   // The timed steps, for profilers (ncu --nvtx --nvtx-include "timed/").
   nvtxRangePushA("timed");
 #endif
-  for (int r = 0; r < reps; ++r) {
-#if OASR_WITH_CUDA
-    if (ctx.is_cuda()) {
-      cudaEvent_t start, stop;
-      cudaEventCreate(&start);
-      cudaEventCreate(&stop);
-      cudaEventRecord(start, ctx.stream());
-      OASR_RETURN_IF_ERROR(step(false));
-      cudaEventRecord(stop, ctx.stream());
-      cudaEventSynchronize(stop);
-      float elapsed = 0;
-      cudaEventElapsedTime(&elapsed, start, stop);
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      ms.push_back(elapsed);
-      continue;
-    }
-#endif
-    const auto start = std::chrono::steady_clock::now();
-    OASR_RETURN_IF_ERROR(step(false));
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
+  absl::StatusOr<double> ms = bench::MedianMs(ctx, reps, [&] { return step(false); });
 #if OASR_WITH_CUDA
   nvtxRangePop();
 #endif
-  std::sort(ms.begin(), ms.end());
-  return Row{batch, ms[ms.size() / 2]};
+  if (!ms.ok()) return ms.status();
+  return Row{batch, *ms};
 }
 
 int Main(int argc, char** argv) {

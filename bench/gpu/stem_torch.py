@@ -14,21 +14,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-
-def median_ms(fn, reps, warm=5):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop))
-    times.sort()
-    return times[len(times) // 2]
+from torch_step import median_ms  # noqa: E402  (bench/gpu, the script's folder)
 
 
 def main():
