@@ -22,3 +22,7 @@ target_link_libraries(oasr-bench-gpu PRIVATE oasr_scheduler CLI11::CLI11)
 target_compile_definitions(oasr-bench-gpu PRIVATE
   OASR_BUNDLED_MODEL="${PROJECT_SOURCE_DIR}/models/en-conformer-ctc"
   OASR_SAMPLES_DIR="${PROJECT_SOURCE_DIR}/samples")
+
+# oasr-bench-logmel: the GPU front end's filterbank (bench/log_mel_bench.cc).
+add_executable(oasr-bench-logmel ${CMAKE_CURRENT_LIST_DIR}/log_mel_bench.cc)
+target_link_libraries(oasr-bench-logmel PRIVATE oasr_scheduler CLI11::CLI11)

@@ -41,6 +41,18 @@ const Fbank::Tables& Fbank::SharedTables() {
   return *tables;
 }
 
+void Fbank::DenseTables(std::vector<float>* window, std::vector<float>* mel) {
+  const Tables& t = SharedTables();
+  window->assign(t.window.begin(), t.window.end());
+  constexpr int kBins = kFftSize / 2 + 1;
+  mel->assign(static_cast<size_t>(kNumBins) * kBins, 0.0f);
+  for (int m = 0; m < kNumBins; ++m) {
+    for (size_t i = 0; i < t.weights[m].size(); ++i) {
+      (*mel)[static_cast<size_t>(m) * kBins + t.first[m] + i] = static_cast<float>(t.weights[m][i]);
+    }
+  }
+}
+
 Fbank::Fbank() : tables_(&SharedTables()), frame_(kFftSize), power_(kFftSize / 2 + 1) {}
 
 void Fbank::ComputeFrame(const float* samples, float* out) {

@@ -32,6 +32,11 @@ class Fbank {
   // Thread-compatible: concurrent calls need distinct Fbank objects.
   void ComputeFrame(const float* samples, float* out);
 
+  // The window ([kFrameLength]) and the mel triangles as a dense
+  // [kNumBins, kFftSize / 2 + 1] table, in float32: what kernels::LogMel
+  // takes to compute these features on a GPU.
+  static void DenseTables(std::vector<float>* window, std::vector<float>* mel);
+
  private:
   // The immutable part (FFT plan, window, mel triangles): built once per
   // process and shared by every stream's Fbank, which then holds only its

@@ -1,0 +1,46 @@
+// The Kaldi log-mel filterbank of a batch of PCM windows (the GPU front end):
+// for row r and frame t, the 400 samples starting at pcm[r, 160 t], DC
+// removed, pre-emphasis 0.97, the window, a 512-point power spectrum (as a
+// direct DFT of the 400 samples: the FFT's zero padding adds nothing), the
+// mel weights, log floored at float epsilon, then (x - mean) * istd. Frames
+// at or past frames[r] are written as zeros. The tables come from the
+// front end that defines the features (encoder::Fbank), so this op and the
+// CPU front end compute the same thing.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/execution_context.h"
+#include "common/gpu_stream.h"
+
+namespace oasr::kernels {
+
+inline constexpr int kLogMelFrameLength = 400;
+inline constexpr int kLogMelFrameShift = 160;
+inline constexpr int kLogMelFftBins = 257;  // 512-point power spectrum.
+
+struct LogMelParams {
+  const float* pcm = nullptr;  // [rows, pcm_stride] samples in int16 range.
+  int64_t pcm_stride = 0;      // >= (max_frames - 1) * 160 + 400.
+  const int32_t* frames = nullptr;  // [rows] frames to compute, in [0, max_frames].
+  int rows = 0;
+  int max_frames = 0;
+  int bins = 80;                   // Mel bins, in [1, 128].
+  const float* window = nullptr;   // [400]
+  const float* mel = nullptr;      // [bins, 257] weights (dense)
+  const float* mean = nullptr;     // [bins] or null (no CMVN)
+  const float* istd = nullptr;     // [bins] or null
+  float* out = nullptr;            // [rows, max_frames, bins]
+};
+
+// On ctx's device (asynchronous on CUDA; every pointer there). INVALID_ARGUMENT
+// for null pointers, a short stride or bins outside [1, 128].
+absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p);
+
+void LogMelCpu(const LogMelParams& p);
+#if OASR_WITH_CUDA
+void LaunchLogMel(const LogMelParams& p, GpuStream stream);
+#endif
+
+}  // namespace oasr::kernels
