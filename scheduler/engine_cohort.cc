@@ -120,7 +120,9 @@ bool Engine::Forward() {
     OASR_CHECK(padded.ok(), std::string(padded.message()));
   }
   attention_->UpdateDeviceMirror(ctx_->stream());
-  absl::Status forward = staging_->Upload(width, ctx_->stream());
+  // The row arrays go up whole; the features only for the streams' rows: a
+  // padding row reads whatever finite features its row last held.
+  absl::Status forward = staging_->Upload(batch, ctx_->stream());
   if (forward.ok()) {
     forward = graph != nullptr ? graph->Launch(ctx_->stream()) : EnqueueForward(Plan(width));
   }

@@ -24,7 +24,8 @@ Device TestDevice() { return OASR_TEST_CUDA ? Device::Cuda(0) : Device::Cpu(); }
 constexpr int kV = 8;
 constexpr int64_t kT = 4;  // Frames in a full chunk.
 
-std::unique_ptr<decoder::CtcDecoder> MakeDecoder(decoder::CtcDecoderConfig config = {}) {
+std::unique_ptr<decoder::CtcDecoder> MakeDecoder() {
+  decoder::CtcDecoderConfig config;
   config.stream.endpoint.enabled = false;
   auto dec = decoder::CtcDecoder::Create(config, decoder::testing::NumberedUnits(kV));
   EXPECT_TRUE(dec.ok()) << dec.status();
