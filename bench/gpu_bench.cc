@@ -340,7 +340,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"oasr-bench-gpu: concurrent real-time streams through the whole engine"};
   Settings settings;
   std::string model_dir = OASR_BUNDLED_MODEL, samples = OASR_SAMPLES_DIR, device = "auto", dtype;
-  std::string search = "greedy", streams_list;
+  std::string search = "greedy", streams_list, front_end = "auto";
   int beam = 10, frontend_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 4);
   int decode_threads = 2, offline_streams = 0;
   double offline_seconds = 20;
@@ -364,6 +364,9 @@ int Main(int argc, char** argv) {
   app.add_option("--decode-threads", decode_threads, "Host threads of the device context (decode)")
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every op each tick");
+  app.add_option("--front-end", front_end, "Where fbank runs: auto, host or device")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
   app.add_flag("--dense-decode", dense, "Copy whole log-probs to the decoder");
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
@@ -391,6 +394,7 @@ int Main(int argc, char** argv) {
   settings.model.use_lm = !no_lm;
   settings.engine.frontend_threads = frontend_threads;
   settings.engine.cuda_graphs = !no_graphs;
+  settings.engine.front_end = *ParseFrontEnd(front_end);  // Checked by the flag.
   settings.engine.pruned_decode = !dense;
   settings.engine.attention_rescoring = false;
   std::vector<int16_t> audio;
@@ -409,11 +413,12 @@ int Main(int argc, char** argv) {
                                                    : "2,4,8";
   }
   std::printf(
-      "oasr-bench-gpu: %s on %s, %s%s, %d front-end threads, %d decode threads, graphs %s, %s "
-      "decode; %.0f s of sample audio cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s "
+      "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
+      "graphs %s, %s decode; %.0f s of sample audio cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s "
       "after %.0f s; goal p99 <= %.3f s\n",
       model_dir.c_str(), settings.model.device.ToString().c_str(), search.c_str(),
-      search == "beam" ? (no_lm ? " (no LM)" : " (LMs on)") : "", frontend_threads, decode_threads,
+      search == "beam" ? (no_lm ? " (no LM)" : " (LMs on)") : "", front_end.c_str(),
+      frontend_threads, decode_threads,
       settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned", audio.size() / double{kRate},
       settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
   std::fflush(stdout);

@@ -19,7 +19,7 @@ namespace oasr::bench {
 // Runs `run` (returning absl::Status) `reps` times; its first error, or the
 // median in milliseconds.
 template <typename Run>
-absl::StatusOr<double> MedianMs(ExecutionContext& ctx, int reps, const Run& run) {
+absl::StatusOr<double> MedianMs([[maybe_unused]] ExecutionContext& ctx, int reps, const Run& run) {
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
 #if OASR_WITH_CUDA

@@ -52,7 +52,7 @@ using Clock = std::chrono::steady_clock;
 
 // A front end that only turns samples into a frame count, as the fbank's
 // 25 ms window and 10 ms shift at 16 kHz would; its frames are never written
-// (GetFrames checks the range and leaves `out` as it is), since the no-op
+// (GetRows checks the range and leaves `out` as it is), since the no-op
 // model reads no features.
 class CountingFeatures final : public encoder::FeatureSource {
  public:
@@ -68,15 +68,15 @@ class CountingFeatures final : public encoder::FeatureSource {
     finished_ = true;
     return absl::OkStatus();
   }
-  int64_t NumFramesReady() const override { return frames_; }
-  absl::Status GetFrames(int64_t start, int64_t count, float*) const override {
+  int64_t NumRowsReady() const override { return frames_; }
+  absl::Status GetRows(int64_t start, int64_t count, float*) const override {
     if (start < first_ || count < 0 || start + count > frames_) {
       return absl::OutOfRangeError("CountingFeatures: frames not held");
     }
     return absl::OkStatus();
   }
-  void DiscardFramesBefore(int64_t frame) override {
-    first_ = std::clamp<int64_t>(frame, first_, frames_);
+  void DiscardRowsBefore(int64_t row) override {
+    first_ = std::clamp<int64_t>(row, first_, frames_);
   }
 
  private:

@@ -43,7 +43,12 @@ const Fbank::Tables& Fbank::SharedTables() {
 
 void Fbank::DenseTables(std::vector<float>* window, std::vector<float>* mel) {
   const Tables& t = SharedTables();
-  window->assign(t.window.begin(), t.window.end());
+  window->assign(2 * kFrameLength, 0.0f);
+  for (int n = 0; n < kFrameLength; ++n) {
+    const float hi = static_cast<float>(t.window[n]);
+    (*window)[n] = hi;
+    (*window)[kFrameLength + n] = static_cast<float>(t.window[n] - hi);
+  }
   constexpr int kBins = kFftSize / 2 + 1;
   mel->assign(static_cast<size_t>(kNumBins) * kBins, 0.0f);
   for (int m = 0; m < kNumBins; ++m) {

@@ -32,9 +32,10 @@ class Fbank {
   // Thread-compatible: concurrent calls need distinct Fbank objects.
   void ComputeFrame(const float* samples, float* out);
 
-  // The window ([kFrameLength]) and the mel triangles as a dense
-  // [kNumBins, kFftSize / 2 + 1] table, in float32: what kernels::LogMel
-  // takes to compute these features on a GPU.
+  // The window and the mel triangles as kernels::LogMel takes them to
+  // compute these features on a GPU: the window as [2, kFrameLength] floats,
+  // a high and a low part whose sum (in double) is the double window, and
+  // the mel triangles as a dense [kNumBins, kFftSize / 2 + 1] float table.
   static void DenseTables(std::vector<float>* window, std::vector<float>* mel);
 
  private:

@@ -62,10 +62,10 @@ void FeaturePipeline::AddResampled(const std::vector<float>& samples) {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(start));
 }
 
-absl::Status FeaturePipeline::GetFrames(int64_t start, int64_t count, float* out) const {
+absl::Status FeaturePipeline::GetRows(int64_t start, int64_t count, float* out) const {
   return frames_.Get(start, count, out, "FeaturePipeline");
 }
 
-void FeaturePipeline::DiscardFramesBefore(int64_t frame) { frames_.DiscardBefore(frame); }
+void FeaturePipeline::DiscardRowsBefore(int64_t row) { frames_.DiscardBefore(row); }
 
 }  // namespace oasr::encoder

@@ -41,16 +41,12 @@ class FeaturePipeline final : public FeatureSource {
   absl::Status InputFinished() override;
   bool input_finished() const { return finished_; }
 
-  // Frames produced since the start (including discarded ones).
-  int64_t NumFramesReady() const override { return frames_.end(); }
-
-  // Copies frames [start, start + count) to out ([count, 80] floats).
-  // OUT_OF_RANGE when they are not ready yet or were discarded.
-  absl::Status GetFrames(int64_t start, int64_t count, float* out) const override;
-
-  // Forgets frames before `frame` (bounded memory for long streams; see
-  // FrameBuffer for when the memory is given back).
-  void DiscardFramesBefore(int64_t frame) override;
+  // Its rows are its feature frames ([80] floats each; the default
+  // layout), so the frame methods of FeatureSource read them directly.
+  // Discarding gives memory back as FrameBuffer says.
+  int64_t NumRowsReady() const override { return frames_.end(); }
+  absl::Status GetRows(int64_t start, int64_t count, float* out) const override;
+  void DiscardRowsBefore(int64_t row) override;
 
  private:
   FeaturePipeline(std::unique_ptr<Resampler> resampler, const GlobalCmvn* cmvn)

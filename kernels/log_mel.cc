@@ -11,12 +11,14 @@ namespace oasr::kernels {
 
 void LogMelCpu(const LogMelParams& p) {
   constexpr int kN = kLogMelFrameLength, kBins = kLogMelFftBins;
-  constexpr float kFloor = 1.1920928955078125e-07f;
-  std::vector<float> cos_table(512), sin_table(512), x(kN), power(kBins);
+  constexpr double kFloor = 1.1920928955078125e-07;
+  std::vector<double> cos_table(512), sin_table(512), window(kN), x(kN);
+  std::vector<float> power(kBins);
   for (int i = 0; i < 512; ++i) {
-    cos_table[i] = static_cast<float>(std::cos(2.0 * std::numbers::pi * i / 512));
-    sin_table[i] = static_cast<float>(std::sin(2.0 * std::numbers::pi * i / 512));
+    cos_table[i] = std::cos(2.0 * std::numbers::pi * i / 512);
+    sin_table[i] = std::sin(2.0 * std::numbers::pi * i / 512);
   }
+  for (int n = 0; n < kN; ++n) window[n] = double{p.window[n]} + double{p.window[kN + n]};
   for (int r = 0; r < p.rows; ++r) {
     for (int t = 0; t < p.max_frames; ++t) {
       float* out = p.out + (static_cast<int64_t>(r) * p.max_frames + t) * p.bins;
@@ -25,29 +27,29 @@ void LogMelCpu(const LogMelParams& p) {
         continue;
       }
       const float* s = p.pcm + r * p.pcm_stride + static_cast<int64_t>(t) * kLogMelFrameShift;
-      float mean = 0.0f;
+      double mean = 0.0;
       for (int n = 0; n < kN; ++n) mean += s[n];
       mean /= kN;
-      for (int n = kN - 1; n >= 0; --n) {
-        const float prev = n > 0 ? s[n - 1] - mean : s[0] - mean;
-        x[n] = ((s[n] - mean) - 0.97f * prev) * p.window[n];
+      for (int n = 0; n < kN; ++n) {
+        const double prev = (n > 0 ? s[n - 1] : s[0]) - mean;
+        x[n] = ((s[n] - mean) - 0.97 * prev) * window[n];
       }
       for (int k = 0; k < kBins; ++k) {
-        float re = 0.0f, im = 0.0f;
+        double re = 0.0, im = 0.0;
         for (int n = 0; n < kN; ++n) {
           const int i = (k * n) & 511;
           re += x[n] * cos_table[i];
           im -= x[n] * sin_table[i];
         }
-        power[k] = re * re + im * im;
+        power[k] = static_cast<float>(re * re + im * im);
       }
       for (int m = 0; m < p.bins; ++m) {
         const float* w = p.mel + static_cast<int64_t>(m) * kBins;
-        float e = 0.0f;
-        for (int k = 0; k < kBins; ++k) e += w[k] * power[k];
-        float v = std::log(std::max(e, kFloor));
+        double e = 0.0;
+        for (int k = 0; k < kBins; ++k) e += double{w[k]} * power[k];
+        double v = std::log(std::max(e, kFloor));
         if (p.mean != nullptr) v = (v - p.mean[m]) * p.istd[m];
-        out[m] = v;
+        out[m] = static_cast<float>(v);
       }
     }
   }

@@ -6,6 +6,11 @@
 // at or past frames[r] are written as zeros. The tables come from the
 // front end that defines the features (encoder::Fbank), so this op and the
 // CPU front end compute the same thing.
+//
+// Everything up to the power spectrum is in double, as the CPU front end
+// computes it: a mel band with almost no energy (above 4 kHz in audio
+// resampled from 8 kHz) is the small difference of large terms, and float
+// rounding there alone moves its log by 1e-2.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,7 @@ namespace oasr::kernels {
 inline constexpr int kLogMelFrameLength = 400;
 inline constexpr int kLogMelFrameShift = 160;
 inline constexpr int kLogMelFftBins = 257;  // 512-point power spectrum.
+inline constexpr int kLogMelWindowFloats = 2 * kLogMelFrameLength;  // LogMelParams::window
 
 struct LogMelParams {
   const float* pcm = nullptr;  // [rows, pcm_stride] samples in int16 range.
@@ -27,7 +33,7 @@ struct LogMelParams {
   int rows = 0;
   int max_frames = 0;
   int bins = 80;                   // Mel bins, in [1, 128].
-  const float* window = nullptr;   // [400]
+  const float* window = nullptr;   // [2, 400]: high parts, then low parts
   const float* mel = nullptr;      // [bins, 257] weights (dense)
   const float* mean = nullptr;     // [bins] or null (no CMVN)
   const float* istd = nullptr;     // [bins] or null

@@ -7,32 +7,42 @@ namespace oasr::scheduler {
 absl::StatusOr<std::unique_ptr<CohortStaging>> CohortStaging::Create(int capacity,
                                                                      int64_t window_frames,
                                                                      int feature_dim,
-                                                                     Device device) {
-  const int64_t words = 3 * int64_t{capacity} + int64_t{capacity} * window_frames * feature_dim;
+                                                                     Device device,
+                                                                     int64_t pcm_stride) {
+  const int64_t feature_floats = window_frames * feature_dim;
+  const int64_t row_floats = pcm_stride > 0 ? pcm_stride : feature_floats;
+  const int64_t words = kArrays * int64_t{capacity} + int64_t{capacity} * row_floats;
   static_assert(sizeof(float) == sizeof(int32_t));
   OASR_ASSIGN_OR_RETURN(Tensor host, device.is_cuda() ? Tensor::EmptyPinned({words}, DType::kInt32)
                                                       : Tensor::Empty({words}, DType::kInt32));
   ZeroTensor(host.view());
-  Tensor dev;
+  Tensor dev, feats;
   if (device.is_cuda()) {
     OASR_ASSIGN_OR_RETURN(dev, Tensor::Zeros({words}, DType::kInt32, device));
   }
-  return std::unique_ptr<CohortStaging>(
-      new CohortStaging(capacity, window_frames, feature_dim, std::move(host), std::move(dev)));
+  if (pcm_stride > 0) {
+    OASR_ASSIGN_OR_RETURN(feats, Tensor::Zeros({int64_t{capacity} * feature_floats},
+                                               DType::kFloat32, device));
+  }
+  return std::unique_ptr<CohortStaging>(new CohortStaging(capacity, window_frames, feature_dim,
+                                                          pcm_stride, std::move(host),
+                                                          std::move(dev), std::move(feats)));
 }
 
-CohortStaging::CohortStaging(int capacity, int64_t window_frames, int feature_dim, Tensor host,
-                             Tensor device)
+CohortStaging::CohortStaging(int capacity, int64_t window_frames, int feature_dim,
+                             int64_t pcm_stride, Tensor host, Tensor device, Tensor feats)
     : capacity_(capacity),
       window_frames_(window_frames),
       feature_dim_(feature_dim),
-      window_floats_(window_frames * feature_dim),
+      pcm_stride_(pcm_stride),
+      row_floats_(pcm_stride > 0 ? pcm_stride : window_frames * feature_dim),
       host_(std::move(host)),
-      device_(std::move(device)) {}
+      device_(std::move(device)),
+      feats_(std::move(feats)) {}
 
 absl::Status CohortStaging::Upload(int batch, GpuStream stream) {
   if (device_.empty()) return absl::OkStatus();
-  const int64_t words = 3 * int64_t{capacity_} + int64_t{batch} * window_floats_;
+  const int64_t words = kArrays * int64_t{capacity_} + int64_t{batch} * row_floats_;
   return CopyTensorAsync(device_.view().Slice(0, words), host_.view().Slice(0, words), stream);
 }
 
@@ -41,10 +51,32 @@ TensorView CohortStaging::DeviceInts(int64_t at, int batch) const {
   return TensorView(static_cast<int32_t*>(buf.data()) + at, DType::kInt32, {batch}, buf.device());
 }
 
-TensorView CohortStaging::device_feats(int batch) const {
+TensorView CohortStaging::DeviceWindows(Shape shape) const {
   const Tensor& buf = device_buffer();
-  return TensorView(static_cast<int32_t*>(buf.data()) + 3 * capacity_, DType::kFloat32,
-                    {batch, window_frames_, feature_dim_}, buf.device());
+  return TensorView(static_cast<int32_t*>(buf.data()) + kArrays * capacity_, DType::kFloat32,
+                    std::move(shape), buf.device());
+}
+
+TensorView CohortStaging::device_feats(int batch) const {
+  const Shape shape{batch, window_frames_, feature_dim_};
+  if (!has_pcm()) return DeviceWindows(shape);
+  return TensorView(feats_.data(), DType::kFloat32, shape, feats_.device());
+}
+
+TensorView CohortStaging::device_pcm(int batch) const {
+  if (!has_pcm()) return TensorView();
+  return DeviceWindows(Shape{batch, pcm_stride_});
+}
+
+std::vector<int> GraphLadder(int capacity) {
+  constexpr int kDoublingUpTo = 64, kAlign = 16;
+  std::vector<int> widths;
+  for (int w = 1; w < capacity;) {
+    widths.push_back(w);
+    w = w < kDoublingUpTo ? 2 * w : (w + w / 4 + kAlign - 1) / kAlign * kAlign;
+  }
+  widths.push_back(capacity);
+  return widths;
 }
 
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
@@ -60,6 +92,10 @@ CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
   plan.host_frames = {staging.frames(), static_cast<size_t>(batch)};
   plan.host_offsets = {staging.offsets(), static_cast<size_t>(batch)};
   plan.feats = staging.device_feats(batch);
+  if (staging.has_pcm()) {
+    plan.pcm = staging.device_pcm(batch);
+    plan.feat_frames = staging.device_feat_frames(batch);
+  }
   plan.k_pool = pool.k_pool();
   plan.v_pool = pool.v_pool();
   plan.block_table = tables.block_table();

@@ -3,7 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "cache/cnn_cache_manager.h"
 #include "common/status.h"
+#include "encoder/fbank.h"
 #include "encoder/feature_pipeline.h"
+#include "encoder/pcm_source.h"
+#include "kernels/log_mel.h"
 
 namespace oasr::scheduler {
 
@@ -20,6 +23,7 @@ absl::StatusOr<std::unique_ptr<ConformerStreamingModel>> ConformerStreamingModel
       new ConformerStreamingModel(std::move(ctx), std::move(model)));
   OASR_ASSIGN_OR_RETURN(m->encoder_, encoder::ConformerEncoder::Create(
                                          m->model_.get(), m->ctx_.get(), options.encoder));
+  OASR_RETURN_IF_ERROR(m->UploadFrontEndTables());
   return m;
 }
 
@@ -69,6 +73,64 @@ absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> ConformerStreamingModel:
   encoder::FeaturePipelineOptions options;
   options.sample_rate = sample_rate;
   return encoder::FeaturePipeline::Create(options, &model_->cmvn());
+}
+
+absl::StatusOr<std::unique_ptr<encoder::FeatureSource>>
+ConformerStreamingModel::CreateDeviceFrontEnd(int sample_rate) const {
+  encoder::FeaturePipelineOptions options;
+  options.sample_rate = sample_rate;
+  return encoder::PcmSource::Create(options);
+}
+
+absl::Status ConformerStreamingModel::UploadFrontEndTables() {
+  const encoder::GlobalCmvn& cmvn = model_->cmvn();
+  constexpr int kBins = encoder::Fbank::kNumBins;
+  if (geometry_.feature_dim != kBins || cmvn.dim() != kBins) {
+    return absl::InvalidArgumentError(absl::StrCat("model features: ", geometry_.feature_dim,
+                                                   " bins and CMVN of ", cmvn.dim(),
+                                                   ", the front end computes ", kBins));
+  }
+  std::vector<float> window, mel;
+  encoder::Fbank::DenseTables(&window, &mel);
+  std::vector<float> tables = window;
+  tables.insert(tables.end(), mel.begin(), mel.end());
+  tables.insert(tables.end(), cmvn.mean().begin(), cmvn.mean().end());
+  tables.insert(tables.end(), cmvn.istd().begin(), cmvn.istd().end());
+  const int64_t n = static_cast<int64_t>(tables.size());
+  OASR_ASSIGN_OR_RETURN(front_end_tables_, Tensor::Empty({n}, DType::kFloat32, ctx_->device()));
+  return CopyTensor(front_end_tables_.view(),
+                    TensorView(tables.data(), DType::kFloat32, {n}, Device::Cpu()));
+}
+
+absl::Status ConformerStreamingModel::ComputeFeatures(const CohortPlan& plan) {
+  const Device device = ctx_->device();
+  const int64_t window = geometry_.WindowFrames(plan.chunk);
+  const int64_t stride = encoder::PcmSource::WindowSamples(window);
+  if (plan.pcm.dtype() != DType::kFloat32 || !(plan.pcm.device() == device) ||
+      plan.pcm.rank() != 2 || plan.pcm.dim(0) < plan.batch || plan.pcm.dim(1) < stride ||
+      plan.feat_frames.dtype() != DType::kInt32 || !(plan.feat_frames.device() == device) ||
+      plan.feat_frames.numel() < plan.batch || plan.feats.dtype() != DType::kFloat32 ||
+      plan.feats.numel() < plan.batch * window * geometry_.feature_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cohort plan: pcm ", plan.pcm.shape().ToString(), " and feat_frames ",
+        plan.feat_frames.shape().ToString(), " on ", plan.pcm.device().ToString(),
+        "; the device front end needs float32 [", plan.batch, ", >= ", stride,
+        "] and int32 [", plan.batch, "] on ", device.ToString()));
+  }
+  const float* tables = front_end_tables_.data<float>();
+  kernels::LogMelParams p;
+  p.pcm = static_cast<const float*>(plan.pcm.data());
+  p.pcm_stride = plan.pcm.dim(1);
+  p.frames = static_cast<const int32_t*>(plan.feat_frames.data());
+  p.rows = plan.batch;
+  p.max_frames = static_cast<int>(window);
+  p.bins = geometry_.feature_dim;
+  p.window = tables;
+  p.mel = p.window + kernels::kLogMelWindowFloats;
+  p.mean = p.mel + int64_t{p.bins} * kernels::kLogMelFftBins;
+  p.istd = p.mean + p.bins;
+  p.out = static_cast<float*>(plan.feats.data());
+  return kernels::LogMel(*ctx_, p);
 }
 
 absl::Status ConformerStreamingModel::ForwardCohort(const CohortPlan& plan,
@@ -123,6 +185,7 @@ absl::Status ConformerStreamingModel::ForwardCohort(const CohortPlan& plan,
     }
     encoder_out = static_cast<float*>(plan.encoder_out.data());
   }
+  if (!plan.pcm.empty()) OASR_RETURN_IF_ERROR(ComputeFeatures(plan));
   encoder::CohortInputs in;
   in.batch = plan.batch;
   in.chunk = plan.chunk;

@@ -42,6 +42,12 @@ class ConformerStreamingModel final : public StreamingModel {
   size_t WorkspaceBytes(int max_batch) const override;
   absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateFrontEnd(
       int sample_rate) const override;
+  // The same fbank and CMVN as CreateFrontEnd's, computed by kernels::LogMel
+  // on the model's device (the CPU too) from a plan's PCM.
+  bool has_device_front_end() const override { return true; }
+  absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateDeviceFrontEnd(
+      int sample_rate) const override;
+  // Computes feats from the plan's PCM first when it has one.
   absl::Status ForwardCohort(const CohortPlan& plan, const TensorView& log_probs) override;
 
   const encoder::ConformerModel& model() const { return *model_; }
@@ -53,8 +59,14 @@ class ConformerStreamingModel final : public StreamingModel {
 
   std::unique_ptr<ExecutionContext> ctx_;
   std::unique_ptr<encoder::ConformerModel> model_;
+  // The device front end's float32 tables on the model's device: the
+  // window, the dense mel weights, the CMVN mean and istd, in that order.
+  absl::Status UploadFrontEndTables();
+  absl::Status ComputeFeatures(const CohortPlan& plan);
+
   std::unique_ptr<encoder::ConformerEncoder> encoder_;
   ModelGeometry geometry_;
+  Tensor front_end_tables_;
 };
 
 }  // namespace oasr::scheduler

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/pool_sizing.h"
 #include "common/check.h"
+#include "encoder/pcm_source.h"
 #include "scheduler/cohort_decode.h"
 #include "scheduler/engine_internal.h"
 #include "scheduler/nbest_rescoring.h"
@@ -52,6 +53,15 @@ absl::Status EngineConfig::Validate() const {
                                                    "] (0 runs the front end inline)"));
   }
   return decoder.Validate();
+}
+
+absl::StatusOr<EngineConfig::FrontEnd> ParseFrontEnd(std::string_view name) {
+  using FrontEnd = EngineConfig::FrontEnd;
+  if (name == "auto") return FrontEnd::kAuto;
+  if (name == "host") return FrontEnd::kHost;
+  if (name == "device") return FrontEnd::kDevice;
+  return absl::InvalidArgumentError(
+      absl::StrCat("front end: \"", std::string(name), "\" is none of auto, host, device"));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
@@ -122,8 +132,17 @@ absl::Status Engine::Init() {
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::unique_ptr<CohortStaging>> staging =
-      CohortStaging::Create(capacity, window_frames_, g.feature_dim, ctx_->device());
+  using FrontEnd = EngineConfig::FrontEnd;
+  if (config_.front_end == FrontEnd::kDevice && !model_->has_device_front_end()) {
+    return absl::InvalidArgumentError("front_end: kDevice, but the model has no device front end");
+  }
+  device_front_end_ =
+      config_.front_end == FrontEnd::kDevice ||
+      (config_.front_end == FrontEnd::kAuto && ctx_->is_cuda() && model_->has_device_front_end());
+  const int64_t pcm_stride =
+      device_front_end_ ? encoder::PcmSource::WindowSamples(window_frames_) : 0;
+  absl::StatusOr<std::unique_ptr<CohortStaging>> staging = CohortStaging::Create(
+      capacity, window_frames_, g.feature_dim, ctx_->device(), pcm_stride);
   if (!staging.ok()) return staging.status();
   staging_ = std::move(*staging);
   absl::StatusOr<Tensor> log_probs =
@@ -200,8 +219,7 @@ absl::Status Engine::Init() {
 absl::Status Engine::CaptureGraphs() {
   const auto start = Clock::now();
   const int capacity = config_.max_batch_size;
-  for (int w = 1; w < capacity; w *= 2) graph_widths_.push_back(w);
-  graph_widths_.push_back(capacity);
+  graph_widths_ = GraphLadder(capacity);
   GpuStream stream = ctx_->stream();
   int nodes = 0;
   for (int width : graph_widths_) {
@@ -245,12 +263,13 @@ void Engine::LogConfiguration() const {
           : absl::StrCat("max stream ", cache_config_.max_stream_seconds(), " s");
   spdlog::info(
       "engine on {}: {} slots, chunk {} frames ({} ms), left chunks {}, pool {} blocks "
-      "({:.1f} MiB {}), {}, front end {}",
+      "({:.1f} MiB {}), {}, front end {}{}",
       ctx_->Describe(), cache_config_.max_batch_size, g.chunk_size, g.chunk_size * frame_shift_ms_,
       cache_config_.num_left_chunks, cache_config_.max_num_blocks,
       cache_config_.pool_bytes() / 1048576.0, DTypeName(cache_config_.dtype), history,
       config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")
-                                   : std::string("inline"));
+                                   : std::string("inline"),
+      device_front_end_ ? " (resampling; fbank and CMVN on the model's device)" : "");
   if (rescorer_ != nullptr) {
     const encoder::AttentionDecoderConfig& d = rescorer_->config();
     spdlog::info(
@@ -456,7 +475,8 @@ void Engine::Handle(Command& command) {
     s->opened = command.time;
     s->last_audio = command.time;
     absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> frontend =
-        model_->CreateFrontEnd(s->sample_rate);
+        device_front_end_ ? model_->CreateDeviceFrontEnd(s->sample_rate)
+                          : model_->CreateFrontEnd(s->sample_rate);
     Stream& ref = *s;
     streams_[s->id] = std::move(s);
     if (!frontend.ok()) {

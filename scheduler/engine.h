@@ -128,6 +128,9 @@ class Engine {
   const cache::CacheConfig& cache_config() const { return cache_config_; }
   const decoder::CtcDecoder& decoder() const { return *decoder_; }
   const EngineConfig& config() const { return config_; }
+  // The fbank and CMVN run in the cohort forward on the model's device
+  // (EngineConfig::front_end, resolved).
+  bool device_front_end() const { return device_front_end_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -212,6 +215,9 @@ class Engine {
   double frame_shift_ms_ = 40.0;          // One encoder frame (the model's clock).
   double samples_per_feature_frame_ = 0;  // At 1 Hz; times a stream's rate.
   bool check_capacity_ = true;            // Streams can reach max_stream_frames (no eviction).
+  // The fbank and CMVN run in the cohort forward on the model's device: the
+  // streams' front ends resample only and the staging carries PCM.
+  bool device_front_end_ = false;
   std::unique_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::StreamSlotPool> slots_;
   std::unique_ptr<cache::AttentionCacheManager> attention_;

@@ -89,15 +89,20 @@ void Engine::StageCohort() {
     staging_->slots()[b] = s.context->slot();
     staging_->frames()[b] = row.frames;
     staging_->offsets()[b] = static_cast<int32_t>(s.offset);
-    // The window, from the front end's published frames; the frames before
-    // it (the previous chunk's only) are forgotten first. A short last
-    // chunk's window is zero past its frames.
+    staging_->feat_frames()[b] = static_cast<int32_t>(row.feat_frames);
+    // The window, from the front end's published input; what comes before
+    // it (the previous chunk's only) is forgotten first. A short last
+    // chunk's features are zero past its frames (on the device, the front
+    // end writes them so; its PCM past the frames is never read).
     const int64_t start = s.chunks_done * stride_frames_;
-    float* feats = staging_->feats(static_cast<int>(b));
+    float* window = staging_->feats(static_cast<int>(b));
     s.frontend->DiscardFramesBefore(start);
-    absl::Status got = s.frontend->GetFrames(start, row.feat_frames, feats);
+    absl::Status got = s.frontend->GetFrames(start, row.feat_frames, window);
     OASR_CHECK(got.ok(), std::string(got.message()));
-    std::fill(feats + row.feat_frames * feature_dim, feats + window_frames_ * feature_dim, 0.0f);
+    if (!device_front_end_) {
+      std::fill(window + row.feat_frames * feature_dim, window + window_frames_ * feature_dim,
+                0.0f);
+    }
   }
   stats_.batch_size.Observe(static_cast<double>(rows_.size()));
 }
@@ -156,12 +161,14 @@ CohortPlan Engine::Plan(int width) const {
 
 void Engine::StagePadRows(int from, int width) {
   // The feature rows are left as they are: a padding row's output is never
-  // read, and every value in the staging is a finite feature.
+  // read, and every value in the staging is a finite feature (with a device
+  // front end, its features are zeros computed from no samples).
   const int32_t length = attention_->mirror().Seqlen(pad_slot_);
   for (int b = from; b < width; ++b) {
     staging_->slots()[b] = pad_slot_;
     staging_->frames()[b] = static_cast<int32_t>(model_->geometry().chunk_size);
     staging_->offsets()[b] = length;
+    staging_->feat_frames()[b] = 0;  // Zero features, from no PCM.
   }
 }
 

@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "decoder/ctc_decoder.h"
 
 namespace oasr::scheduler {
@@ -41,6 +43,14 @@ struct EngineConfig {
   // never waits for it: a stream is ready once a full chunk's features have
   // been published.
   int frontend_threads = 0;
+  // Where the streams' fbank and CMVN run. kHost: each stream's front end
+  // (FeaturePipeline, inline or on frontend_threads). kDevice: inside the
+  // cohort forward on the model's device, from each row's 16 kHz PCM window
+  // (the streams' front ends only resample; the model must have a device
+  // front end); on the CPU that is the scheduler thread, so it is there to
+  // test the path. kAuto: kDevice on CUDA when the model can, else kHost.
+  enum class FrontEnd { kAuto, kHost, kDevice };
+  FrontEnd front_end = FrontEnd::kAuto;
   // The CTC decoder (search, frame shift, default stream options).
   decoder::CtcDecoderConfig decoder;
   // Attention rescoring of every final result, for a model with an attention
@@ -51,10 +61,10 @@ struct EngineConfig {
   bool attention_rescoring = true;
   double rescoring_max_segment_s = 30.0;
   // CUDA only (ignored on the CPU): the cohort forward is captured as a CUDA
-  // graph once per width of a power-of-two ladder (1, 2, 4, ... and
-  // max_batch_size itself) at start-up and replayed every tick, a cohort
-  // padded to the next width with the padding lane (rows whose K/V and
-  // state writes land where no stream reads). Off: every op is launched
+  // graph once per width of a ladder (GraphLadder: 1, 2, 4, ... 64, then
+  // steps of ~1.25x, and max_batch_size itself) at start-up and replayed
+  // every tick, a cohort padded to the next width with the padding lane
+  // (rows whose K/V and state writes land where no stream reads). Off: every op is launched
   // each tick at the cohort's own size.
   bool cuda_graphs = true;
   // The decoder reads each frame's candidates -- its k best units and the
@@ -68,6 +78,10 @@ struct EngineConfig {
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;
 };
+
+// "auto", "host" or "device" (the --front-end flag of the tools) as an
+// EngineConfig::FrontEnd; INVALID_ARGUMENT naming the value otherwise.
+absl::StatusOr<EngineConfig::FrontEnd> ParseFrontEnd(std::string_view name);
 
 // What one stream asks for.
 struct StreamRequest {

@@ -49,12 +49,16 @@ void FrontEndPool::Work() {
 
 StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline,
                                FrontEndPool* pool, int64_t tag)
-    : pipeline_(std::move(pipeline)), pool_(pool), tag_(tag) {}
+    : pipeline_(std::move(pipeline)),
+      layout_(pipeline_->layout()),
+      pool_(pool),
+      tag_(tag),
+      published_(layout_.width) {}
 
 absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
   if (pool_ == nullptr) {
     absl::Status status = pipeline_->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size()));
-    frames_ready_.store(pipeline_->NumFramesReady(), std::memory_order_release);
+    rows_ready_.store(pipeline_->NumRowsReady(), std::memory_order_release);
     return status;
   }
   bool submit = false;
@@ -72,7 +76,7 @@ absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
 absl::Status StreamFrontEnd::End() {
   if (pool_ == nullptr) {
     absl::Status status = pipeline_->InputFinished();
-    frames_ready_.store(pipeline_->NumFramesReady(), std::memory_order_release);
+    rows_ready_.store(pipeline_->NumRowsReady(), std::memory_order_release);
     flushed_.store(status.ok(), std::memory_order_release);
     return status;
   }
@@ -148,19 +152,20 @@ void StreamFrontEnd::Run() {
 }
 
 void StreamFrontEnd::PublishLocked() {
-  const int64_t have = frames_ready_.load(std::memory_order_relaxed);
-  const int64_t ready = pipeline_->NumFramesReady();
+  const int64_t have = rows_ready_.load(std::memory_order_relaxed);
+  const int64_t ready = pipeline_->NumRowsReady();
   if (ready == have) return;
-  absl::Status got = pipeline_->GetFrames(have, ready - have, published_.Append(ready - have));
+  absl::Status got = pipeline_->GetRows(have, ready - have, published_.Append(ready - have));
   OASR_CHECK(got.ok(), std::string(got.message()));
-  pipeline_->DiscardFramesBefore(ready);
-  frames_ready_.store(ready, std::memory_order_release);
+  pipeline_->DiscardRowsBefore(ready);
+  rows_ready_.store(ready, std::memory_order_release);
 }
 
 absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out) const {
   if (pool_ == nullptr) return pipeline_->GetFrames(start, count, out);
   std::lock_guard<std::mutex> lock(mu_);
-  return published_.Get(start, count, out, "StreamFrontEnd");
+  return published_.Get(layout_.FirstRow(start), layout_.WindowRows(count), out,
+                        "StreamFrontEnd");
 }
 
 void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
@@ -169,7 +174,7 @@ void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  published_.DiscardBefore(frame);
+  published_.DiscardBefore(layout_.FirstRow(frame));
 }
 
 }  // namespace oasr::scheduler

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "encoder/fbank.h"
 #include "encoder/feature_source.h"
 #include "encoder/frame_buffer.h"
 
@@ -80,27 +79,33 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // Drops queued work and the output of work in flight. Idempotent.
   void Close();
 
-  // Frames published since the start (discarded ones included).
-  int64_t NumFramesReady() const { return frames_ready_.load(std::memory_order_acquire); }
+  // How the source's rows make feature frames (see encoder::FeatureSource).
+  const encoder::RowLayout& layout() const { return layout_; }
+  // Feature frames whose input is published (discarded ones included).
+  int64_t NumFramesReady() const {
+    return layout_.FramesIn(rows_ready_.load(std::memory_order_acquire));
+  }
   // True once End's flush is published: no frame will follow.
   bool flushed() const { return flushed_.load(std::memory_order_acquire); }
   // A worker's failure (sticky; OK inline, where Push and End return it).
   absl::Status error() const;
 
-  // Copies published frames [start, start + count) to out ([count, 80]).
-  // OUT_OF_RANGE when they are not published yet or were discarded.
+  // Copies the published input of frames [start, start + count) to out
+  // (layout().WindowRows(count) rows). OUT_OF_RANGE when it is not
+  // published yet or was discarded.
   absl::Status GetFrames(int64_t start, int64_t count, float* out) const;
-  // Forgets published frames before `frame`.
+  // Forgets the published input before frame `frame`.
   void DiscardFramesBefore(int64_t frame);
 
  private:
   friend class FrontEndPool;
   // Worker: processes the queued audio (and end) until none is left.
   void Run();
-  // Copies the pipeline's new frames into published_. Requires mu_.
+  // Copies the pipeline's new rows into published_. Requires mu_.
   void PublishLocked();
 
   const std::unique_ptr<encoder::FeatureSource> pipeline_;
+  const encoder::RowLayout layout_;
   FrontEndPool* const pool_;
   const int64_t tag_;
 
@@ -111,10 +116,10 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   bool scheduled_ = false;  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
-  // Published frames (pool only); frames_ready_ is its end(), readable
-  // without mu_.
-  encoder::FrameBuffer published_{encoder::Fbank::kNumBins};
-  std::atomic<int64_t> frames_ready_{0};
+  // Published rows (pool only); rows_ready_ is its end(), readable without
+  // mu_ (inline: the pipeline's).
+  encoder::FrameBuffer published_;
+  std::atomic<int64_t> rows_ready_{0};
   std::atomic<bool> flushed_{false};
 };
 

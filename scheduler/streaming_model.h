@@ -66,6 +66,14 @@ struct CohortPlan {
   // float32 [batch, WindowFrames(chunk), feature_dim], CMVN applied; a short
   // row's frames past its window are zero.
   TensorView feats;
+  // Optional, for a model with a device front end (empty: feats are given).
+  // float32 [batch, pcm_stride]: each row's window as 16 kHz PCM in int16
+  // range (encoder::PcmSource::WindowSamples(feat_frames[b]) samples), and
+  // int32 [batch] feat_frames: the feature frames of each window, in
+  // [0, WindowFrames(chunk)]. The forward then first computes feats from
+  // them (fbank and CMVN on the device; feats is its output buffer, zero
+  // past each row's frames).
+  TensorView pcm, feat_frames;
   // The shared K/V pool, (layers, physical blocks, block_size, heads, d_k),
   // and the block tables and cache lengths of every slot: int32 (rows, W)
   // and (rows), on the device and on the host. Row b's history position p is
@@ -84,7 +92,7 @@ struct CohortPlan {
 };
 
 // Thread-safety: called from the engine's scheduler thread only, except
-// CreateFrontEnd, which must be thread-safe.
+// CreateFrontEnd and CreateDeviceFrontEnd, which must be thread-safe.
 class StreamingModel {
  public:
   virtual ~StreamingModel() = default;
@@ -111,6 +119,14 @@ class StreamingModel {
   // an encoder::FeaturePipeline in production).
   virtual absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateFrontEnd(
       int sample_rate) const = 0;
+  // Whether the model can compute its features on its own device inside
+  // ForwardCohort (CohortPlan::pcm); then CreateDeviceFrontEnd gives a
+  // stream's front end that only resamples (an encoder::PcmSource).
+  virtual bool has_device_front_end() const { return false; }
+  virtual absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateDeviceFrontEnd(
+      int /*sample_rate*/) const {
+    return absl::UnimplementedError("this model has no device front end");
+  }
 
   // Runs one chunk for every row of `plan` in one batched forward on
   // context(): writes log_probs, float32 [batch, chunk, vocab_size] on the

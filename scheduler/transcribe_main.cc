@@ -111,8 +111,12 @@ int Main(int argc, char** argv) {
   bool greedy = false, no_lm = false, no_rescoring = false, no_graphs = false;
   float lm_weight = -1.0f;  // Negative: lm.json's.
   std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
-  std::string word_lm_path, device = "auto", dtype;
+  std::string word_lm_path, device = "auto", dtype, front_end = "auto";
   app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
+  app.add_option("--front-end", front_end,
+                 "Where fbank and CMVN run: auto (on the GPU when on one), host or device")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
   app.add_option("files", files, "WAV files (16-bit PCM or 32-bit float, any rate)")->required();
   app.add_option("--num-left-chunks", left,
                  "Chunks of attention history kept (-1 all; default: the model's)");
@@ -177,6 +181,7 @@ int Main(int argc, char** argv) {
   config.num_left_chunks = left;
   config.attention_rescoring = !no_rescoring;
   config.cuda_graphs = !no_graphs;
+  config.front_end = *ParseFrontEnd(front_end);  // Checked by the flag.
   config.max_buffered_audio_s = 86400.0;  // Whole files are queued at once.
   absl::StatusOr<std::unique_ptr<Engine>> engine = LoadEngine(options, config);
   if (!engine.ok()) {

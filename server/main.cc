@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-cuda-graphs", options.cuda_graphs,
                "On CUDA, launch the cohort forward's ops every tick instead of replaying CUDA "
                "graphs captured at start-up");
+  app.add_option("--front-end", options.front_end,
+                 "Where fbank and CMVN run: auto (on the GPU when serving on one), host (the "
+                 "front-end threads) or device (the model's device, in the batched forward)")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
   app.add_option("--frontend-threads", options.frontend_threads,
                  "Threads for resampling and fbank off the scheduler thread (0: on it)")
       ->capture_default_str();

@@ -134,6 +134,10 @@ absl::Status Server::LoadModel() {
   model_options.engine.attention_rescoring = options_.attention_rescoring;
   model_options.engine.rescoring_max_segment_s = options_.rescoring_max_segment_seconds;
   model_options.engine.cuda_graphs = options_.cuda_graphs;
+  absl::StatusOr<scheduler::EngineConfig::FrontEnd> front_end =
+      scheduler::ParseFrontEnd(options_.front_end);
+  if (!front_end.ok()) return front_end.status();
+  model_options.engine.front_end = *front_end;
   spdlog::info("loading model {}", options_.model_dir);
   absl::StatusOr<std::unique_ptr<ServedModel>> model = ServedModel::Load(model_options);
   if (!model.ok()) {

@@ -65,6 +65,10 @@ struct ServerOptions {
   // On CUDA, replay the cohort forward as CUDA graphs captured at start-up
   // (scheduler::EngineConfig::cuda_graphs); false launches every op eagerly.
   bool cuda_graphs = true;
+  // Where the fbank and CMVN run: "auto" (on the GPU when serving on one),
+  // "host" (the front-end threads) or "device" (scheduler::EngineConfig::
+  // front_end).
+  std::string front_end = "auto";
   // Threads that run the streams' front ends (resampling, fbank) off the
   // scheduler thread; 0 runs them on it. Default: half the hardware
   // threads, at most 4, at least 1.

@@ -119,7 +119,7 @@ TEST(LogMelTest, RefusesAShortStrideAndMissingTables) {
   ExecutionContextOptions o;
   auto ctx = ExecutionContext::Create(o);
   ASSERT_TRUE(ctx.ok());
-  std::vector<float> pcm(1000), out(80), window(400), mel(80 * 257);
+  std::vector<float> pcm(1000), out(80), window(kernels::kLogMelWindowFloats), mel(80 * 257);
   const int32_t frames = 1;
   kernels::LogMelParams p;
   p.pcm = pcm.data();

@@ -13,6 +13,8 @@
 
 #include "decoder/symbol_table.h"
 #include "encoder/conformer_encoder.h"
+#include "encoder/fbank.h"
+#include "kernels/log_mel.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/model_factory.h"
 #include "tests/encoder/test_util.h"
@@ -66,6 +68,67 @@ TestEngine MakeEngine(EngineConfig config) {
   return setup;
 }
 
+// The features of the whole of `audio`, [frames, feature_dim]: from the
+// host front end, or with the engine's device front end from the PCM it
+// stages, by the same kernel on the same device (each frame is computed
+// from its own samples alone, so all at once equals chunk by chunk).
+std::vector<float> AllFeatures(const Engine& engine, const ConformerStreamingModel& model,
+                               const std::vector<int16_t>& audio, int rate) {
+  const int dim = model.geometry().feature_dim;
+  auto source = engine.device_front_end() ? model.CreateDeviceFrontEnd(rate)
+                                          : model.CreateFrontEnd(rate);
+  EXPECT_TRUE(source.ok()) << source.status();
+  if (!source.ok()) return {};
+  EXPECT_TRUE((*source)->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size())).ok());
+  EXPECT_TRUE((*source)->InputFinished().ok());
+  const int64_t frames = (*source)->NumFramesReady();
+  std::vector<float> window(static_cast<size_t>((*source)->layout().WindowRows(frames) *
+                                                (*source)->layout().width));
+  EXPECT_TRUE((*source)->GetFrames(0, frames, window.data()).ok());
+  if (!engine.device_front_end() || frames == 0) return window;
+
+  const Device device = encoder::testing::TestDevice();
+  ExecutionContextOptions o;
+  o.device = device;
+  auto ctx = ExecutionContext::Create(o);
+  EXPECT_TRUE(ctx.ok()) << ctx.status();
+  std::vector<float> table_window, mel;
+  encoder::Fbank::DenseTables(&table_window, &mel);
+  const encoder::GlobalCmvn& cmvn = model.model().cmvn();
+  auto on_device = [&](const void* data, int64_t n, DType dtype) {
+    Tensor t = *Tensor::Empty({n}, dtype, device);
+    EXPECT_TRUE(
+        CopyTensor(t.view(), TensorView(const_cast<void*>(data), dtype, {n}, Device::Cpu())).ok());
+    return t;
+  };
+  const int32_t count = static_cast<int32_t>(frames);
+  Tensor pcm = on_device(window.data(), static_cast<int64_t>(window.size()), DType::kFloat32);
+  Tensor n = on_device(&count, 1, DType::kInt32);
+  Tensor w = on_device(table_window.data(), kernels::kLogMelWindowFloats, DType::kFloat32);
+  Tensor m = on_device(mel.data(), static_cast<int64_t>(mel.size()), DType::kFloat32);
+  Tensor mean = on_device(cmvn.mean().data(), dim, DType::kFloat32);
+  Tensor istd = on_device(cmvn.istd().data(), dim, DType::kFloat32);
+  Tensor out = *Tensor::Empty({frames * dim}, DType::kFloat32, device);
+  kernels::LogMelParams p;
+  p.pcm = pcm.data<float>();
+  p.pcm_stride = static_cast<int64_t>(window.size());
+  p.frames = n.data<int32_t>();
+  p.rows = 1;
+  p.max_frames = count;
+  p.bins = dim;
+  p.window = w.data<float>();
+  p.mel = m.data<float>();
+  p.mean = mean.data<float>();
+  p.istd = istd.data<float>();
+  p.out = out.data<float>();
+  EXPECT_TRUE(kernels::LogMel(**ctx, p).ok());
+  std::vector<float> feats(static_cast<size_t>(frames * dim));
+  EXPECT_TRUE(
+      CopyTensor(TensorView(feats.data(), DType::kFloat32, {frames * dim}, Device::Cpu()), out.view())
+          .ok());
+  return feats;
+}
+
 // The same audio alone: front end, dense-cache encoder chunk by chunk, decoder.
 std::vector<decoder::DecodeResult> TranscribeAlone(const Engine& engine,
                                                    const ConformerStreamingModel& model,
@@ -73,10 +136,8 @@ std::vector<decoder::DecodeResult> TranscribeAlone(const Engine& engine,
                                                    const decoder::StreamOptions& options,
                                                    int64_t max_chunks = -1) {
   const ModelGeometry& g = model.geometry();
-  auto frontend = model.CreateFrontEnd(rate);
-  EXPECT_TRUE(frontend.ok());
-  EXPECT_TRUE((*frontend)->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size())).ok());
-  EXPECT_TRUE((*frontend)->InputFinished().ok());
+  const std::vector<float> all_feats = AllFeatures(engine, model, audio, rate);
+  const int64_t ready = static_cast<int64_t>(all_feats.size()) / g.feature_dim;
   // Its own context: the engine's scheduler thread drives the model's.
   auto encoder = encoder::testing::MakeTestEncoder(&model.model());
   EXPECT_TRUE(encoder.ok()) << encoder.status();
@@ -91,13 +152,13 @@ std::vector<decoder::DecodeResult> TranscribeAlone(const Engine& engine,
   Tensor cnn =
       *Tensor::Zeros({cc.num_layers, cc.cnn_cache_frames(), cc.hidden_dim}, DType::kFloat32);
   int64_t offset = 0;
-  const int64_t ready = (*frontend)->NumFramesReady();
   for (int64_t k = 0; max_chunks < 0 || k < max_chunks; ++k) {
     const int64_t start = k * g.StrideFrames();
     const int64_t frames = std::min<int64_t>(g.WindowFrames(g.chunk_size), ready - start);
     if (frames <= g.right_context) break;
     Tensor feats = *Tensor::Empty({frames, g.feature_dim}, DType::kFloat32);
-    EXPECT_TRUE((*frontend)->GetFrames(start, frames, feats.data<float>()).ok());
+    std::copy_n(all_feats.data() + start * g.feature_dim, frames * g.feature_dim,
+                feats.data<float>());
     encoder::DenseChunkInput in;
     in.feats = feats.view();
     in.offset = offset;
@@ -171,20 +232,32 @@ void ExpectAllFreed(const Engine& engine) {
   EXPECT_EQ(engine.stats().pool_blocks_used.load(), 0);
 }
 
-// Runs with the front end inline (0) and on a pool of workers.
-class EngineFrontEndTest : public ::testing::TestWithParam<int> {
+// Runs with the streams' front ends inline and on a pool of workers, each
+// computing the fbank itself (host) or resampling for the device front end.
+struct FrontEndParam {
+  int threads = 0;
+  bool device = false;
+};
+
+class EngineFrontEndTest : public ::testing::TestWithParam<FrontEndParam> {
  protected:
   EngineConfig Config() const {
     EngineConfig config;
-    config.frontend_threads = GetParam();
+    config.frontend_threads = GetParam().threads;
+    config.front_end =
+        GetParam().device ? EngineConfig::FrontEnd::kDevice : EngineConfig::FrontEnd::kHost;
     return config;
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(FrontEnd, EngineFrontEndTest, ::testing::Values(0, 3),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("Inline")
-                                                  : "Pool" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(FrontEnd, EngineFrontEndTest,
+                         ::testing::Values(FrontEndParam{0, false}, FrontEndParam{3, false},
+                                           FrontEndParam{0, true}, FrontEndParam{3, true}),
+                         [](const ::testing::TestParamInfo<FrontEndParam>& info) {
+                           return std::string(info.param.device ? "Device" : "Host") +
+                                  (info.param.threads == 0
+                                       ? std::string("Inline")
+                                       : "Pool" + std::to_string(info.param.threads));
                          });
 
 TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {

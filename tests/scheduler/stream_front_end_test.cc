@@ -12,6 +12,7 @@
 
 #include "encoder/fbank.h"
 #include "encoder/feature_pipeline.h"
+#include "encoder/pcm_source.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -115,6 +116,54 @@ TEST(StreamFrontEndTest, PoolKeepsEachStreamsAudioInOrder) {
           << "stream " << i << " frame " << start;
       EXPECT_EQ(pooled[i]->GetFrames(start - 1, 1, got.data()).code(),
                 absl::StatusCode::kOutOfRange);
+    }
+  }
+}
+
+// A device front end's source (16 kHz PCM in rows, several rows a frame)
+// through the pool: its frames and windows -- overlapping, as consecutive
+// chunks' are -- are the inline source's.
+TEST(StreamFrontEndTest, PoolPublishesPcmWindowsInFrames) {
+  Done done;
+  done.calls.assign(2, 0);
+  FrontEndPool pool(2, [&](int64_t tag) { done(tag); });
+  std::mt19937 rng(8);
+  for (int rate : {16000, 8000}) {
+    auto pooled_source = encoder::PcmSource::Create({rate});
+    auto inline_source = encoder::PcmSource::Create({rate});
+    ASSERT_TRUE(pooled_source.ok() && inline_source.ok());
+    auto pooled = std::make_shared<StreamFrontEnd>(std::move(*pooled_source), &pool, 0);
+    StreamFrontEnd direct(std::move(*inline_source), nullptr, 1);
+    EXPECT_EQ(pooled->layout(), encoder::PcmSource::kLayout);
+    const std::vector<int16_t> audio = Tone(rng, static_cast<size_t>(rate * 2), rate);
+    for (size_t sent = 0; sent < audio.size();) {
+      const size_t n = std::min<size_t>(audio.size() - sent, 50 + rng() % 900);
+      std::vector<int16_t> piece(audio.begin() + sent, audio.begin() + sent + n);
+      ASSERT_TRUE(direct.Push(piece).ok());
+      ASSERT_TRUE(pooled->Push(std::move(piece)).ok());
+      sent += n;
+    }
+    ASSERT_TRUE(pooled->End().ok());
+    ASSERT_TRUE(direct.End().ok());
+    done.WaitFlushed(*pooled);
+    ASSERT_TRUE(pooled->error().ok()) << pooled->error();
+    const int64_t frames = direct.NumFramesReady();
+    ASSERT_EQ(pooled->NumFramesReady(), frames);
+    ASSERT_GT(frames, 150);
+    // 67-frame windows every 64 frames, the earlier input dropped first.
+    for (int64_t start = 0; start < frames; start += 64) {
+      const int64_t count = std::min<int64_t>(67, frames - start);
+      const size_t samples = static_cast<size_t>(encoder::PcmSource::WindowSamples(count));
+      std::vector<float> got(samples), want(samples);
+      pooled->DiscardFramesBefore(start);
+      direct.DiscardFramesBefore(start);
+      ASSERT_TRUE(pooled->GetFrames(start, count, got.data()).ok()) << "frame " << start;
+      ASSERT_TRUE(direct.GetFrames(start, count, want.data()).ok()) << "frame " << start;
+      EXPECT_EQ(got, want) << rate << " Hz, frame " << start;
+      if (start > 0) {
+        EXPECT_EQ(pooled->GetFrames(start - 1, 1, got.data()).code(),
+                  absl::StatusCode::kOutOfRange);
+      }
     }
   }
 }

@@ -1,0 +1,54 @@
+// A stream's front end when the fbank runs on the model's device: audio at
+// any supported rate is resampled to 16 kHz exactly as FeaturePipeline does
+// (libsoxr; samples kept in int16 range) and handed out as rows of 80
+// samples, so that a window of feature frames is a whole number of rows
+// (kLayout: a 400-sample frame every 160 samples). The device computes the
+// same Kaldi fbank and CMVN from them (kernels::LogMel), frame for frame.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "encoder/feature_pipeline.h"
+#include "encoder/feature_source.h"
+#include "encoder/frame_buffer.h"
+#include "encoder/resampler.h"
+
+namespace oasr::encoder {
+
+class PcmSource final : public FeatureSource {
+ public:
+  static constexpr RowLayout kLayout{80, 2, 3};
+  // Samples a window of `frames` feature frames spans.
+  static constexpr int64_t WindowSamples(int64_t frames) {
+    return kLayout.WindowRows(frames) * kLayout.width;
+  }
+
+  static absl::StatusOr<std::unique_ptr<PcmSource>> Create(const FeaturePipelineOptions& options);
+
+  RowLayout layout() const override { return kLayout; }
+  absl::Status AcceptPcm16(const int16_t* samples, int64_t n) override;
+  // Flushes the resampler's tail; a last partial row (under 5 ms, less than
+  // any frame needs) is dropped, as the fbank drops a partial frame.
+  absl::Status InputFinished() override;
+  int64_t NumRowsReady() const override { return rows_.end(); }
+  absl::Status GetRows(int64_t start, int64_t count, float* out) const override;
+  void DiscardRowsBefore(int64_t row) override { rows_.DiscardBefore(row); }
+
+ private:
+  explicit PcmSource(std::unique_ptr<Resampler> resampler) : resampler_(std::move(resampler)) {}
+  void AddResampled();
+
+  std::unique_ptr<Resampler> resampler_;
+  std::vector<float> pcm_;        // Scratch: the input as floats in [-1, 1).
+  std::vector<float> resampled_;  // Scratch.
+  std::vector<float> pending_;    // 16 kHz samples short of a whole row.
+  FrameBuffer rows_{kLayout.width};
+  bool finished_ = false;
+};
+
+}  // namespace oasr::encoder
