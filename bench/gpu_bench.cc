@@ -364,6 +364,8 @@ int Main(int argc, char** argv) {
   app.add_option("--decode-threads", decode_threads, "Host threads of the device context (decode)")
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every op each tick");
+  bool no_overlap = false;
+  app.add_flag("--no-overlap", no_overlap, "Each tick waits for its own forward (no two in flight)");
   app.add_option("--front-end", front_end, "Where fbank runs: auto, host or device")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
@@ -394,6 +396,7 @@ int Main(int argc, char** argv) {
   settings.model.use_lm = !no_lm;
   settings.engine.frontend_threads = frontend_threads;
   settings.engine.cuda_graphs = !no_graphs;
+  settings.engine.overlap_ticks = !no_overlap;
   settings.engine.front_end = *ParseFrontEnd(front_end);  // Checked by the flag.
   settings.engine.pruned_decode = !dense;
   settings.engine.attention_rescoring = false;
@@ -414,12 +417,12 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
-      "graphs %s, %s decode; %.0f s of sample audio cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s "
+      "graphs %s, %s decode, ticks %s; %.0f s of sample audio cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s "
       "after %.0f s; goal p99 <= %.3f s\n",
       model_dir.c_str(), settings.model.device.ToString().c_str(), search.c_str(),
       search == "beam" ? (no_lm ? " (no LM)" : " (LMs on)") : "", front_end.c_str(),
       frontend_threads, decode_threads,
-      settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned", audio.size() / double{kRate},
+      settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned", no_overlap ? "one at a time" : "overlapped", audio.size() / double{kRate},
       settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
   std::fflush(stdout);
   int held = 0;

@@ -11,9 +11,6 @@
 namespace oasr::scheduler {
 namespace {
 
-// Rows below which a cohort's pruned decode stays on one thread.
-constexpr size_t kMinRowsPerPart = 32;
-
 // Runs `decode(row, count)` over each run of consecutive non-null states;
 // a run that fails (its checks change nothing) is decoded again row by row,
 // so that only the failing rows fail. Skipped rows get OK.
@@ -95,7 +92,7 @@ absl::StatusOr<CohortCandidates> CohortCandidates::Create(int rows, int max_fram
   OASR_ASSIGN_OR_RETURN(Tensor dev, Tensor::Zeros({words}, DType::kInt32, device));
   Tensor host;
   if (device.is_cuda()) {
-    OASR_ASSIGN_OR_RETURN(host, Tensor::EmptyPinned({words}, DType::kInt32));
+    OASR_ASSIGN_OR_RETURN(host, Tensor::EmptyPinned({2 * words}, DType::kInt32));
   }
   return CohortCandidates(rows, max_frames, k, blank_id, std::move(dev), std::move(host));
 }
@@ -136,18 +133,29 @@ absl::Status CohortCandidates::Select(ExecutionContext& ctx, const TensorView& l
 
 absl::Status CohortCandidates::Download(ExecutionContext& ctx, int rows) const {
   if (host_.empty()) return absl::OkStatus();
+  OASR_RETURN_IF_ERROR(EnqueueDownload(ctx, rows, 0));
+  return ctx.Synchronize();
+}
+
+absl::Status CohortCandidates::EnqueueDownload(ExecutionContext& ctx, int rows, int buffer) const {
+  if (host_.empty()) return absl::OkStatus();
+  if (buffer < 0 || buffer > 1 || rows < 0 || rows > rows_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cohort candidates: download of ", rows, " rows into copy ", buffer));
+  }
   const int64_t n = int64_t{rows} * max_frames_;
-  const TensorView dev = device_.view(), host = host_.view();
+  const TensorView dev = device_.view();
+  const TensorView host = host_.view().Slice(buffer * words_per_copy(), words_per_copy());
   for (const auto [at, words] : {std::pair{ids_at(), n * k_}, std::pair{log_probs_at(), n * k_},
                                  std::pair{blank_at(), n}}) {
     OASR_RETURN_IF_ERROR(
         CopyTensorAsync(host.Slice(at, words), dev.Slice(at, words), ctx.stream()));
   }
-  return ctx.Synchronize();
+  return absl::OkStatus();
 }
 
-decoder::PrunedChunks CohortCandidates::host(int rows) const {
-  const int32_t* words = static_cast<const int32_t*>(host_buffer().data());
+decoder::PrunedChunks CohortCandidates::host(int rows, int buffer) const {
+  const int32_t* words = static_cast<const int32_t*>(host_words(buffer));
   decoder::PrunedChunks c;
   c.ids = words + ids_at();
   c.log_probs = reinterpret_cast<const float*>(words + log_probs_at());
@@ -162,7 +170,7 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
                                 std::span<decoder::DecoderState* const> states,
                                 std::span<const int32_t> num_frames,
                                 const CohortCandidates& candidates, ExecutionContext* ctx,
-                                std::span<absl::Status> status) {
+                                std::span<absl::Status> status, int buffer) {
   OASR_CHECK(states.size() == num_frames.size() && states.size() == status.size(),
              "DecodeCohortPruned: states, num_frames and status differ in size");
   const size_t n = states.size();
@@ -172,8 +180,8 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
                                                    "candidates hold ", candidates.rows()));
   }
   if (ctx == nullptr) return absl::InvalidArgumentError("DecodeCohortPruned: no context");
-  OASR_RETURN_IF_ERROR(candidates.Download(*ctx, static_cast<int>(n)));
-  const decoder::PrunedChunks all = candidates.host(static_cast<int>(n));
+  if (buffer < 0) OASR_RETURN_IF_ERROR(candidates.Download(*ctx, static_cast<int>(n)));
+  const decoder::PrunedChunks all = candidates.host(static_cast<int>(n), std::max(buffer, 0));
   // Streams decode independently: large cohorts are split into contiguous
   // parts across the context's host threads.
   ThreadPool& pool = ctx->threads();

@@ -3,6 +3,7 @@
 // wherever the states allow, with each stream's failure kept to that stream.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -13,6 +14,10 @@
 #include "decoder/ctc_decoder.h"
 
 namespace oasr::scheduler {
+
+// Rows below which splitting a cohort's host work (decoding, staging)
+// across the context's threads costs more than it saves.
+inline constexpr size_t kMinRowsPerPart = 32;
 
 // Decodes row i's num_frames[i] frames of `log_probs` into states[i].
 //
@@ -59,7 +64,11 @@ class CohortCandidates {
   // Copies the first `rows` rows' candidates to the host copy and waits
   // (nothing to copy on the CPU); then host(rows) is readable.
   absl::Status Download(ExecutionContext& ctx, int rows) const;
-  decoder::PrunedChunks host(int rows) const;
+  // The same into host copy `buffer` (0 or 1: two ticks may be in flight),
+  // enqueued on ctx's stream without waiting: host(rows, buffer) is
+  // readable once the stream has run the copy.
+  absl::Status EnqueueDownload(ExecutionContext& ctx, int rows, int buffer) const;
+  decoder::PrunedChunks host(int rows, int buffer = 0) const;
 
   int k() const { return k_; }
   int rows() const { return rows_; }
@@ -71,18 +80,23 @@ class CohortCandidates {
   int64_t ids_at() const { return 0; }
   int64_t log_probs_at() const { return frames() * k_; }
   int64_t blank_at() const { return 2 * frames() * k_; }
-  const Tensor& host_buffer() const { return host_.empty() ? device_ : host_; }
+  const void* host_words(int buffer) const {
+    if (host_.empty()) return device_.data();
+    return static_cast<const int32_t*>(host_.data()) + buffer * words_per_copy();
+  }
+  int64_t words_per_copy() const { return frames() * (2 * int64_t{k_} + 1); }
 
   int rows_ = 0;
   int max_frames_ = 0;
   int k_ = 0;
   int blank_id_ = 0;
   Tensor device_;  // int32/float32 words on the model's device.
-  Tensor host_;    // The host copy (CUDA only; empty on the CPU).
+  Tensor host_;    // Two host copies (CUDA only; empty on the CPU).
 };
 
 // DecodeCohort from `candidates` (already selected for these rows):
-// downloads the first states.size() rows' candidates, then one
+// downloads the first states.size() rows' candidates (with `buffer` >= 0,
+// reads host copy `buffer`, which the caller has downloaded), then one
 // DecodeChunksPruned per run of non-null states, a failing run retried row by
 // row; a large cohort's rows are decoded in parts on ctx's host threads
 // (ctx->threads()). Same contract as DecodeCohort otherwise; ctx is required.
@@ -90,6 +104,6 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
                                 std::span<decoder::DecoderState* const> states,
                                 std::span<const int32_t> num_frames,
                                 const CohortCandidates& candidates, ExecutionContext* ctx,
-                                std::span<absl::Status> status);
+                                std::span<absl::Status> status, int buffer = -1);
 
 }  // namespace oasr::scheduler

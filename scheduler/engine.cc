@@ -209,6 +209,9 @@ absl::Status Engine::Init() {
   ready_now_.reserve(capacity);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
   stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
+  overlap_ = ctx_->is_cuda() && config_.overlap_ticks && candidates_.has_value() &&
+             rescorer_ == nullptr;
+  inflight_.reserve(capacity);
   if (pad_slot_ >= 0) {
     if (absl::Status s = CaptureGraphs(); !s.ok()) return s;
   }
@@ -270,6 +273,9 @@ void Engine::LogConfiguration() const {
       config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")
                                    : std::string("inline"),
       device_front_end_ ? " (resampling; fbank and CMVN on the model's device)" : "");
+  if (overlap_) {
+    spdlog::info("ticks overlap: each cohort is decoded while the next one computes");
+  }
   if (rescorer_ != nullptr) {
     const encoder::AttentionDecoderConfig& d = rescorer_->config();
     spdlog::info(
@@ -442,6 +448,12 @@ void Engine::Loop() {
   all.reserve(streams_.size());
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
+  // The device may still run the last cohort: let it finish before the
+  // buffers it reads and writes go.
+  if (!inflight_.empty()) {
+    (void)downloaded_[inflight_buffer_].Synchronize();
+    inflight_.clear();
+  }
   // /metrics is still scraped while the server drains: show the slots freed.
   UpdateGauges();
 }
@@ -610,12 +622,18 @@ void Engine::MarkReady(Stream& s) {
 }
 
 bool Engine::HasReadyWork() const {
-  if (!ready_.empty()) return true;
+  if (!ready_.empty() || !inflight_.empty()) return true;
   return !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
 }
 
 void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
                     std::vector<decoder::DecodeResult> results) {
+  if (s.inflight_row >= 0) {
+    // Its chunk in flight is dropped (the forward's writes land in blocks
+    // and a slot given back here, before any later forward reuses them).
+    inflight_[static_cast<size_t>(s.inflight_row)].stream = nullptr;
+    s.inflight_row = -1;
+  }
   StreamEvent event;
   event.results = std::move(results);
   event.finish = reason;

@@ -37,6 +37,7 @@
 #include "cache/slot_state_cache.h"
 #include "cache/stream_slot_pool.h"
 #include "common/cuda_graph.h"
+#include "common/gpu_event.h"
 #include "common/execution_context.h"
 #include "decoder/ctc_decoder.h"
 #include "decoder/decoder_state_pool.h"
@@ -180,8 +181,13 @@ class Engine {
   // after a warm-up forward of padding rows only (no stream advances).
   absl::Status CaptureGraphs();
   void CommitCohort();
-  void DecodeCohortRows();
-  void EmitCohort();
+  // Decodes `rows` (rows_, or the cohort in flight from candidates' host
+  // copy `buffer`) and emits their events; rows whose stream finished
+  // meanwhile are skipped.
+  void DecodeCohortRows(std::vector<Row>& rows, int buffer = -1);
+  void EmitCohort(std::vector<Row>& rows);
+  // overlap_ticks: waits for the cohort in flight, then decodes and emits it.
+  void RetireInflight();
   // After row `row`'s chunk was decoded: bookkeeping, then its event.
   void AfterChunk(Row& row, Clock::time_point now);
 
@@ -261,6 +267,16 @@ class Engine {
   std::vector<Stream*> ready_now_;  // Scratch: this tick's ready_.
   bool admission_blocked_ = false;  // The pool refused the last admission.
   std::vector<Row> rows_;           // This tick's cohort, reused every tick.
+  // overlap_ticks: the previous tick's cohort, its forward and candidates'
+  // copy (into host copy inflight_buffer_) enqueued and not yet decoded;
+  // uploaded_ marks the end of the last staging copy, downloaded_[i] of the
+  // candidates' copy into host copy i.
+  bool overlap_ = false;
+  std::vector<Row> inflight_;
+  int inflight_buffer_ = 0;
+  int next_buffer_ = 0;
+  GpuEvent uploaded_;
+  GpuEvent downloaded_[2];
   // Scratch views of rows_ for the batched calls that take spans.
   std::vector<int32_t> row_slots_;
   std::vector<decoder::DecoderState*> row_states_;

@@ -12,12 +12,54 @@ namespace oasr::scheduler {
 
 void Engine::RunCohort() {
   PickCohort();
-  if (rows_.empty() || !ReserveBlocks()) return;
-  StageCohort();
-  if (!Forward()) return;
-  CommitCohort();
-  DecodeCohortRows();
-  EmitCohort();
+  bool launched = false;
+  if (!rows_.empty() && ReserveBlocks()) {
+    StageCohort();
+    if (Forward()) {
+      CommitCohort();
+      launched = true;
+    }
+  }
+  if (!overlap_) {
+    if (launched) {
+      DecodeCohortRows(rows_);
+      EmitCohort(rows_);
+    }
+    rows_.clear();
+    return;
+  }
+  // This tick's cohort is on the device; while it computes, the previous
+  // one is decoded, and this one becomes the cohort in flight.
+  if (launched) {
+    absl::Status copy = candidates_->EnqueueDownload(*ctx_, static_cast<int>(rows_.size()),
+                                                     next_buffer_);
+    if (copy.ok()) copy = downloaded_[next_buffer_].Record(ctx_->stream());
+    if (!copy.ok()) {
+      for (Row& row : rows_) row.status = copy;  // Each row's stream then ends in error.
+    }
+  }
+  if (!inflight_.empty()) RetireInflight();
+  if (launched) {
+    inflight_.swap(rows_);
+    for (size_t i = 0; i < inflight_.size(); ++i) {
+      inflight_[i].stream->inflight_row = static_cast<int>(i);
+    }
+    inflight_buffer_ = next_buffer_;
+    next_buffer_ ^= 1;
+  }
+  rows_.clear();
+}
+
+void Engine::RetireInflight() {
+  const absl::Status waited = downloaded_[inflight_buffer_].Synchronize();
+  for (Row& row : inflight_) {
+    if (row.stream == nullptr) continue;
+    row.stream->inflight_row = -1;
+    if (!waited.ok() && row.status.ok()) row.status = waited;
+  }
+  DecodeCohortRows(inflight_, inflight_buffer_);
+  EmitCohort(inflight_);
+  inflight_.clear();
 }
 
 void Engine::PickCohort() {
@@ -28,6 +70,8 @@ void Engine::PickCohort() {
   for (Stream* sp : ready_now_) {
     Stream& s = *sp;
     s.queued = false;
+    // One chunk in flight at a time: retiring it queues the stream again.
+    if (s.inflight_row >= 0) continue;
     const int64_t feat_frames = ChunkFrames(s);
     if (feat_frames == 0) {
       // No chunk: drained after the end of the audio, or not ready after all.
@@ -82,8 +126,10 @@ bool Engine::ReserveBlocks() {
 
 void Engine::StageCohort() {
   ScopedNanos timer(stats_.frontend_ns);
+  // The host staging is refilled only once the last tick's copy of it ran.
+  if (absl::Status s = uploaded_.Synchronize(); !s.ok()) spdlog::error("staging: {}", s.ToString());
   const int64_t feature_dim = model_->geometry().feature_dim;
-  for (size_t b = 0; b < rows_.size(); ++b) {
+  auto stage = [&](size_t b) {
     Row& row = rows_[b];
     Stream& s = *row.stream;
     staging_->slots()[b] = s.context->slot();
@@ -103,8 +149,22 @@ void Engine::StageCohort() {
       std::fill(window + row.feat_frames * feature_dim, window + window_frames_ * feature_dim,
                 0.0f);
     }
+  };
+  // The copies (tens of KiB a row) are split across the context's host
+  // threads for a wide cohort; each row's front end is its own.
+  const size_t n = rows_.size();
+  ThreadPool& pool = ctx_->threads();
+  const size_t parts = n < 2 * kMinRowsPerPart || pool.threads() == 1
+                           ? 1
+                           : std::min<size_t>(n / kMinRowsPerPart, 2 * pool.threads());
+  if (parts == 1) {
+    for (size_t b = 0; b < n; ++b) stage(b);
+  } else {
+    pool.ParallelFor(static_cast<int64_t>(parts), [&](int64_t part) {
+      for (size_t b = n * part / parts, end = n * (part + 1) / parts; b < end; ++b) stage(b);
+    });
   }
-  stats_.batch_size.Observe(static_cast<double>(rows_.size()));
+  stats_.batch_size.Observe(static_cast<double>(n));
 }
 
 bool Engine::Forward() {
@@ -128,6 +188,7 @@ bool Engine::Forward() {
   // The row arrays go up whole; the features only for the streams' rows: a
   // padding row reads whatever finite features its row last held.
   absl::Status forward = staging_->Upload(batch, ctx_->stream());
+  if (forward.ok() && overlap_) forward = uploaded_.Record(ctx_->stream());
   if (forward.ok()) {
     forward = graph != nullptr ? graph->Launch(ctx_->stream()) : EnqueueForward(Plan(width));
   }
@@ -179,14 +240,16 @@ void Engine::CommitCohort() {
   for (Row& row : rows_) row.status = row.stream->context->CommitChunkPaged(row.frames);
 }
 
-void Engine::DecodeCohortRows() {
+void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
   ScopedNanos timer(stats_.decode_ns);
-  const size_t n = rows_.size();
+  const size_t n = rows.size();
   row_states_.clear();
   row_frames_.clear();
   row_status_.resize(n);
-  for (const Row& row : rows_) {
-    row_states_.push_back(row.status.ok() ? row.stream->decoder_state.get() : nullptr);
+  for (const Row& row : rows) {
+    row_states_.push_back(row.stream != nullptr && row.status.ok()
+                              ? row.stream->decoder_state.get()
+                              : nullptr);
     row_frames_.push_back(row.frames);
   }
   // One batched decode for the cohort (after the forward on the model's
@@ -194,7 +257,8 @@ void Engine::DecodeCohortRows() {
   // (reading them is the decoder's work too).
   absl::Status read =
       candidates_.has_value()
-          ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_, row_status_)
+          ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_, row_status_,
+                               buffer)
           : DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_, row_status_);
   if (rescorer_ != nullptr && read.ok()) {
     // Each rescoring row's encoder output joins its segment (the decode's
@@ -202,14 +266,15 @@ void Engine::DecodeCohortRows() {
     const ModelGeometry& g = model_->geometry();
     const float* encoder_out = encoder_out_.data<float>();
     for (size_t b = 0; b < n; ++b) {
-      const Row& row = rows_[b];
+      const Row& row = rows[b];
       if (!row.stream->rescoring || !row.status.ok()) continue;
       segment_memory_->Append(row.stream->context->slot(), row.stream->offset,
                               encoder_out + b * g.chunk_size * g.encoder_dim, row.frames);
     }
   }
   for (size_t b = 0; b < n; ++b) {
-    Row& row = rows_[b];
+    Row& row = rows[b];
+    if (row.stream == nullptr) continue;
     if (!read.ok()) row.status = read;
     if (row.status.ok()) row.status = std::move(row_status_[b]);
     if (!row.status.ok()) continue;
@@ -224,18 +289,18 @@ void Engine::DecodeCohortRows() {
   }
 }
 
-void Engine::EmitCohort() {
+void Engine::EmitCohort(std::vector<Row>& rows) {
   const Clock::time_point now = Clock::now();
   latencies_.clear();
   int64_t decoded = 0, out_frames = 0;
-  for (Row& row : rows_) {
+  for (Row& row : rows) {
+    if (row.stream == nullptr) continue;  // Finished while in flight.
     if (row.status.ok()) {
       ++decoded;
       out_frames += row.frames;
     }
     AfterChunk(row, now);  // May finish the row's stream.
   }
-  rows_.clear();
   if (!latencies_.empty()) stats_.chunk_latency_s.Observe(latencies_);
   stats_.chunks_processed.fetch_add(decoded, std::memory_order_relaxed);
   stats_.audio_ms_processed.fetch_add(static_cast<int64_t>(out_frames * frame_shift_ms_),

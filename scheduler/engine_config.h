@@ -74,6 +74,13 @@ struct EngineConfig {
   // bytes per frame cross to the host. Exact (the full rows' results). Off,
   // or with k above 64, the whole log-probs are copied.
   bool pruned_decode = true;
+  // CUDA with pruned_decode and no attention rescoring (ignored otherwise):
+  // two ticks overlap. A tick enqueues its cohort (staging copy, forward,
+  // candidates' copy to the host) and then decodes the previous tick's
+  // cohort while the device computes, waiting on that cohort's event alone;
+  // a stream has at most one chunk in flight. Off: each tick waits for its
+  // own forward and decodes it.
+  bool overlap_ticks = true;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;

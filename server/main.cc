@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-cuda-graphs", options.cuda_graphs,
                "On CUDA, launch the cohort forward's ops every tick instead of replaying CUDA "
                "graphs captured at start-up");
+  app.add_flag("!--no-overlap-ticks", options.overlap_ticks,
+               "On CUDA, let each tick wait for its own forward instead of decoding the previous "
+               "cohort while the next one computes");
   app.add_option("--front-end", options.front_end,
                  "Where fbank and CMVN run: auto (on the GPU when serving on one), host (the "
                  "front-end threads) or device (the model's device, in the batched forward)")

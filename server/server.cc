@@ -134,6 +134,7 @@ absl::Status Server::LoadModel() {
   model_options.engine.attention_rescoring = options_.attention_rescoring;
   model_options.engine.rescoring_max_segment_s = options_.rescoring_max_segment_seconds;
   model_options.engine.cuda_graphs = options_.cuda_graphs;
+  model_options.engine.overlap_ticks = options_.overlap_ticks;
   absl::StatusOr<scheduler::EngineConfig::FrontEnd> front_end =
       scheduler::ParseFrontEnd(options_.front_end);
   if (!front_end.ok()) return front_end.status();

@@ -69,6 +69,9 @@ struct ServerOptions {
   // "host" (the front-end threads) or "device" (scheduler::EngineConfig::
   // front_end).
   std::string front_end = "auto";
+  // On CUDA, decode each cohort while the next one computes
+  // (scheduler::EngineConfig::overlap_ticks).
+  bool overlap_ticks = true;
   // Threads that run the streams' front ends (resampling, fbank) off the
   // scheduler thread; 0 runs them on it. Default: half the hardware
   // threads, at most 4, at least 1.

@@ -122,6 +122,7 @@ std::vector<float> AllFeatures(const Engine& engine, const ConformerStreamingMod
   p.istd = istd.data<float>();
   p.out = out.data<float>();
   EXPECT_TRUE(kernels::LogMel(**ctx, p).ok());
+  EXPECT_TRUE((*ctx)->Synchronize().ok());  // The copy below is not on the context's stream.
   std::vector<float> feats(static_cast<size_t>(frames * dim));
   EXPECT_TRUE(
       CopyTensor(TensorView(feats.data(), DType::kFloat32, {frames * dim}, Device::Cpu()), out.view())
