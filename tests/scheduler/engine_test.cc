@@ -240,6 +240,10 @@ struct FrontEndParam {
   bool device = false;
 };
 
+void PrintTo(const FrontEndParam& p, std::ostream* os) {
+  *os << (p.device ? "device" : "host") << " front end, " << p.threads << " threads";
+}
+
 class EngineFrontEndTest : public ::testing::TestWithParam<FrontEndParam> {
  protected:
   EngineConfig Config() const {
