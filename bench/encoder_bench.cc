@@ -28,7 +28,7 @@
 #include "encoder/conformer_encoder.h"
 #include "encoder/fbank.h"
 #include "encoder/feature_pipeline.h"
-#include "encoder/real_fft.h"
+#include "kernels/real_fft.h"
 
 namespace oasr::encoder {
 namespace {
@@ -147,7 +147,7 @@ void FrontEndFigures() {
   std::vector<double> frame(Fbank::kFftSize), power(Fbank::kFftSize / 2 + 1);
   for (double& v : frame) v = dist(rng);
   std::vector<double> scratch;
-  const RealFft fft(Fbank::kFftSize);
+  const kernels::RealFft fft(Fbank::kFftSize);
   const double fft_us = MicrosPerCall(20000, [&](int r) {
     frame[r % frame.size()] += 1e-6;
     fft.PowerSpectrum(frame.data(), power.data(), &scratch);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "encoder/real_fft.h"
+#include "kernels/real_fft.h"
 
 namespace oasr::encoder {
 
@@ -44,7 +44,7 @@ class Fbank {
   // three scratch buffers (a server may hold tens of thousands).
   struct Tables {
     Tables();
-    RealFft fft;
+    kernels::RealFft fft;
     std::vector<double> window;
     // Mel triangle m covers FFT bins [first[m], first[m] + weights[m].size()).
     std::vector<int> first;

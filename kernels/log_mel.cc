@@ -2,26 +2,34 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/real_fft.h"
 
 namespace oasr::kernels {
 
-void LogMelCpu(const LogMelParams& p) {
-  constexpr int kN = kLogMelFrameLength, kBins = kLogMelFftBins;
+void LogMelCpu(const LogMelParams& p, ThreadPool* pool) {
+  constexpr int kN = kLogMelFrameLength, kBins = kLogMelFftBins, kFft = 2 * (kBins - 1);
   constexpr double kFloor = 1.1920928955078125e-07;
-  std::vector<double> cos_table(512), sin_table(512), window(kN), x(kN);
-  std::vector<float> power(kBins);
-  for (int i = 0; i < 512; ++i) {
-    cos_table[i] = std::cos(2.0 * std::numbers::pi * i / 512);
-    sin_table[i] = std::sin(2.0 * std::numbers::pi * i / 512);
-  }
+  static const RealFft* const fft = new RealFft(kFft);  // never destroyed: no exit-order hazard
+  std::vector<double> window(kN);
   for (int n = 0; n < kN; ++n) window[n] = double{p.window[n]} + double{p.window[kN + n]};
-  for (int r = 0; r < p.rows; ++r) {
+  // Each mel row's nonzero span [first, last): the weights are triangles, so
+  // the dense table is mostly zeros.
+  std::vector<int> first(p.bins, 0), last(p.bins, 0);
+  for (int m = 0; m < p.bins; ++m) {
+    const float* w = p.mel + static_cast<int64_t>(m) * kBins;
+    int a = 0, b = kBins;
+    while (a < kBins && w[a] == 0.0f) ++a;
+    while (b > a && w[b - 1] == 0.0f) --b;
+    first[m] = a;
+    last[m] = b;
+  }
+  auto row = [&](int64_t r) {
+    std::vector<double> x(kFft, 0.0), power(kBins), scratch;
     for (int t = 0; t < p.max_frames; ++t) {
-      float* out = p.out + (static_cast<int64_t>(r) * p.max_frames + t) * p.bins;
+      float* out = p.out + (r * p.max_frames + t) * p.bins;
       if (t >= p.frames[r]) {
         std::fill(out, out + p.bins, 0.0f);
         continue;
@@ -34,24 +42,22 @@ void LogMelCpu(const LogMelParams& p) {
         const double prev = (n > 0 ? s[n - 1] : s[0]) - mean;
         x[n] = ((s[n] - mean) - 0.97 * prev) * window[n];
       }
-      for (int k = 0; k < kBins; ++k) {
-        double re = 0.0, im = 0.0;
-        for (int n = 0; n < kN; ++n) {
-          const int i = (k * n) & 511;
-          re += x[n] * cos_table[i];
-          im -= x[n] * sin_table[i];
-        }
-        power[k] = static_cast<float>(re * re + im * im);
-      }
+      fft->PowerSpectrum(x.data(), power.data(), &scratch);
       for (int m = 0; m < p.bins; ++m) {
         const float* w = p.mel + static_cast<int64_t>(m) * kBins;
         double e = 0.0;
-        for (int k = 0; k < kBins; ++k) e += double{w[k]} * power[k];
+        // The power is rounded to float as the GPU kernel keeps it.
+        for (int k = first[m]; k < last[m]; ++k) e += double{w[k]} * static_cast<float>(power[k]);
         double v = std::log(std::max(e, kFloor));
         if (p.mean != nullptr) v = (v - p.mean[m]) * p.istd[m];
         out[m] = static_cast<float>(v);
       }
     }
+  };
+  if (pool == nullptr || pool->threads() == 1 || p.rows == 1) {
+    for (int64_t r = 0; r < p.rows; ++r) row(r);
+  } else {
+    pool->ParallelFor(p.rows, row);
   }
 }
 
@@ -67,7 +73,7 @@ absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p) {
         "mean and istd together)"));
   }
   if (!ctx.is_cuda()) {
-    LogMelCpu(p);
+    LogMelCpu(p, &ctx.threads());
     return absl::OkStatus();
   }
 #if OASR_WITH_CUDA

@@ -1,11 +1,11 @@
 // The Kaldi log-mel filterbank of a batch of PCM windows (the GPU front end):
 // for row r and frame t, the 400 samples starting at pcm[r, 160 t], DC
-// removed, pre-emphasis 0.97, the window, a 512-point power spectrum (as a
-// direct DFT of the 400 samples: the FFT's zero padding adds nothing), the
-// mel weights, log floored at float epsilon, then (x - mean) * istd. Frames
-// at or past frames[r] are written as zeros. The tables come from the
-// front end that defines the features (encoder::Fbank), so this op and the
-// CPU front end compute the same thing.
+// removed, pre-emphasis 0.97, the window, a 512-point power spectrum (on
+// the GPU a direct DFT of the 400 samples, since the zero padding adds
+// nothing; on the CPU an FFT), the mel weights, log floored at float epsilon,
+// then (x - mean) * istd. Frames at or past frames[r] are written as zeros.
+// The tables come from the front end that defines the features
+// (encoder::Fbank), so this op and the CPU front end compute the same thing.
 //
 // Everything up to the power spectrum is in double, as the CPU front end
 // computes it: a mel band with almost no energy (above 4 kHz in audio
@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "common/execution_context.h"
 #include "common/gpu_stream.h"
+#include "common/thread_pool.h"
 
 namespace oasr::kernels {
 
@@ -44,7 +45,9 @@ struct LogMelParams {
 // for null pointers, a short stride or bins outside [1, 128].
 absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p);
 
-void LogMelCpu(const LogMelParams& p);
+// The CPU implementation (a 512-point FFT in double; rows over `pool` when
+// given).
+void LogMelCpu(const LogMelParams& p, ThreadPool* pool = nullptr);
 #if OASR_WITH_CUDA
 void LaunchLogMel(const LogMelParams& p, GpuStream stream);
 #endif

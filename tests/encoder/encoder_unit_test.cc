@@ -13,7 +13,7 @@
 #include "encoder/global_cmvn.h"
 #include "encoder/model_config.h"
 #include "encoder/npy_io.h"
-#include "encoder/real_fft.h"
+#include "kernels/real_fft.h"
 #include "encoder/resampler.h"
 #include "encoder/safetensors_reader.h"
 #include "encoder/vocabulary.h"
@@ -216,7 +216,7 @@ TEST(RealFftTest, MatchesNaiveDft) {
   for (int n : {2, 4, 8, 64, 512}) {
     std::vector<double> x(n), power(n / 2 + 1);
     for (double& v : x) v = dist(rng);
-    RealFft(n).PowerSpectrum(x.data(), power.data(), &scratch);
+    kernels::RealFft(n).PowerSpectrum(x.data(), power.data(), &scratch);
     for (int k = 0; k <= n / 2; ++k) {
       std::complex<double> sum = 0;
       for (int t = 0; t < n; ++t) sum += x[t] * std::polar(1.0, -2 * std::numbers::pi * k * t / n);

@@ -1,11 +1,11 @@
-#include "encoder/real_fft.h"
+#include "kernels/real_fft.h"
 
 #include <cmath>
 #include <numbers>
 
 #include "common/check.h"
 
-namespace oasr::encoder {
+namespace oasr::kernels {
 
 RealFft::RealFft(int n) : n_(n), half_(n / 2) {
   OASR_CHECK(n >= 2 && (n & (n - 1)) == 0, "FFT size must be a power of two");
@@ -78,4 +78,4 @@ void RealFft::PowerSpectrum(const double* in, double* power, std::vector<double>
   }
 }
 
-}  // namespace oasr::encoder
+}  // namespace oasr::kernels

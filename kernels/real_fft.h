@@ -8,7 +8,7 @@
 
 #include <vector>
 
-namespace oasr::encoder {
+namespace oasr::kernels {
 
 class RealFft {
  public:
@@ -32,4 +32,4 @@ class RealFft {
   std::vector<double> unpack_re_, unpack_im_;
 };
 
-}  // namespace oasr::encoder
+}  // namespace oasr::kernels
