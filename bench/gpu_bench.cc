@@ -74,6 +74,7 @@ int64_t DeviceBytesUsed(const Device& device) {
 // What the engine's counters moved by between two reads.
 struct Counters {
   int64_t ticks = 0, tick_ns = 0, frontend_ns = 0, model_ns = 0, decode_ns = 0, pool_ns = 0;
+  int64_t wait_ns = 0, commands_ns = 0, emit_ns = 0, search_ns = 0;
   int64_t audio_ms = 0, padded = 0;
   Histogram::Snapshot latency, batch;
 
@@ -85,6 +86,10 @@ struct Counters {
     c.model_ns = s.model_ns.load();
     c.decode_ns = s.decode_ns.load();
     c.pool_ns = s.frontend_pool_ns.load();
+    c.wait_ns = s.device_wait_ns.load();
+    c.commands_ns = s.commands_ns.load();
+    c.emit_ns = s.emit_ns.load();
+    c.search_ns = s.decode_search_ns.load();
     c.audio_ms = s.audio_ms_processed.load();
     c.padded = s.padded_rows.load();
     c.latency = s.chunk_latency_s.Read();
@@ -135,9 +140,7 @@ class Driver {
         due_.pop();
         Sim& s = sims_[i];
         const int64_t n = std::min<int64_t>(kPiece, s.length - s.sent);
-        for (int64_t j = 0; j < n; ++j) {
-          piece[j] = audio_[(s.source + s.sent + j) % audio_.size()];
-        }
+        CopyAudio((s.source + s.sent) % static_cast<int64_t>(audio_.size()), n, piece.data());
         if (!s.stream->PushAudio({piece.data(), static_cast<size_t>(n)}).ok()) ++errors_;
         s.sent += n;
         Drain(s);
@@ -199,6 +202,17 @@ class Driver {
     s.sent = 0;
     s.ending = false;
   }
+  // n samples of the looped audio from `at` on (at most two copies).
+  void CopyAudio(int64_t at, int64_t n, int16_t* out) const {
+    const int64_t size = static_cast<int64_t>(audio_.size());
+    while (n > 0) {
+      const int64_t run = std::min(n, size - at);
+      std::copy_n(audio_.data() + at, run, out);
+      out += run;
+      n -= run;
+      at = 0;
+    }
+  }
   void Drain(Sim& s) {
     StreamEvent event;
     while (s.stream->outbox().TryPop(&event)) Count(event);
@@ -238,17 +252,29 @@ std::unique_ptr<Engine> MakeEngine(const Settings& settings, int slots, int64_t*
 void PrintStages(const Counters& a, const Counters& b) {
   const double ticks = std::max<int64_t>(b.ticks - a.ticks, 1);
   const double batches = std::max<double>(static_cast<double>(b.batch.count - a.batch.count), 1);
+  const double rows = std::max(1.0, b.batch.sum - a.batch.sum);
+  auto ms = [&](int64_t Counters::*field) { return (b.*field - a.*field) / ticks / 1e6; };
+  const double rest = ms(&Counters::tick_ns) - ms(&Counters::frontend_ns) -
+                      ms(&Counters::model_ns) - ms(&Counters::decode_ns) - ms(&Counters::wait_ns);
+  const double other = rest - ms(&Counters::commands_ns) - ms(&Counters::emit_ns);
   std::printf(
-      "    per tick: %.2f ms (front end %.2f, model %.2f, decode %.2f, rest %.2f); mean cohort "
-      "%.0f, padding %.1f%%; front-end workers %.2f ms per tick\n",
-      (b.tick_ns - a.tick_ns) / ticks / 1e6, (b.frontend_ns - a.frontend_ns) / ticks / 1e6,
-      (b.model_ns - a.model_ns) / ticks / 1e6, (b.decode_ns - a.decode_ns) / ticks / 1e6,
-      ((b.tick_ns - a.tick_ns) - (b.frontend_ns - a.frontend_ns) - (b.model_ns - a.model_ns) -
-       (b.decode_ns - a.decode_ns)) /
-          ticks / 1e6,
-      (b.batch.sum - a.batch.sum) / batches,
-      100.0 * (b.padded - a.padded) / std::max(1.0, b.batch.sum - a.batch.sum + (b.padded - a.padded)),
-      (b.pool_ns - a.pool_ns) / ticks / 1e6);
+      "    per tick: %.2f ms (front end %.2f, model %.2f, decode %.2f (search %.2f), device wait "
+      "%.2f, rest %.2f: commands %.2f, emit %.2f, other %.2f); mean cohort %.0f, padding %.1f%%; "
+      "front-end workers %.2f ms per tick\n",
+      ms(&Counters::tick_ns), ms(&Counters::frontend_ns), ms(&Counters::model_ns),
+      ms(&Counters::decode_ns), ms(&Counters::search_ns), ms(&Counters::wait_ns), rest,
+      ms(&Counters::commands_ns),
+      ms(&Counters::emit_ns), other, (b.batch.sum - a.batch.sum) / batches,
+      100.0 * (b.padded - a.padded) / (rows + (b.padded - a.padded)), ms(&Counters::pool_ns));
+  auto us_per_row = [&](double ms_per_tick) { return ms_per_tick * 1e3 * ticks / rows; };
+  std::printf(
+      "    per row: front end %.2f us, model %.2f, decode %.2f (search %.2f), device wait %.2f, "
+      "rest %.2f (commands %.2f, emit %.2f, other %.2f)\n",
+      us_per_row(ms(&Counters::frontend_ns)), us_per_row(ms(&Counters::model_ns)),
+      us_per_row(ms(&Counters::decode_ns)), us_per_row(ms(&Counters::search_ns)),
+      us_per_row(ms(&Counters::wait_ns)), us_per_row(rest),
+      us_per_row(ms(&Counters::commands_ns)), us_per_row(ms(&Counters::emit_ns)),
+      us_per_row(other));
 }
 
 // Returns whether N streams were held.

@@ -200,15 +200,19 @@ double Overhead(int streams, const OverheadOptions& options) {
   };
   wait_chunks(streams);
   const int64_t t0 = s.tick_ns, f0 = s.frontend_ns, m0 = s.model_ns, d0 = s.decode_ns, k0 = s.ticks,
-                c0 = s.chunks_processed, p0 = s.frontend_pool_ns;
+                c0 = s.chunks_processed, p0 = s.frontend_pool_ns, w0 = s.device_wait_ns,
+                h0 = s.commands_ns, e0 = s.emit_ns;
   for (auto& h : handles) (void)h->PushAudio({audio.data() + first, audio.size() - first});
   wait_chunks(int64_t{chunks_per_stream} * streams);
   const double chunks = static_cast<double>(s.chunks_processed - c0);
   const double tick = static_cast<double>(s.tick_ns - t0),
                fe = static_cast<double>(s.frontend_ns - f0),
                model = static_cast<double>(s.model_ns - m0),
-               dec = static_cast<double>(s.decode_ns - d0);
-  const double scheduler = (tick - fe - model - dec) / chunks / 1e3;
+               dec = static_cast<double>(s.decode_ns - d0),
+               wait = static_cast<double>(s.device_wait_ns - w0),
+               commands = static_cast<double>(s.commands_ns - h0),
+               emit = static_cast<double>(s.emit_ns - e0);
+  const double scheduler = (tick - fe - model - dec - wait) / chunks / 1e3;
   // With a pool, the front end's share of the scheduler thread (copying
   // published frames into the cohort's windows, dropping old ones) is shown
   // after the workers' time; it is not in the scheduler figure either.
@@ -216,10 +220,11 @@ double Overhead(int streams, const OverheadOptions& options) {
       frontend_threads > 0 ? absl::StrFormat(" (pool) + %.2f us here", fe / chunks / 1e3) : "";
   std::printf(
       "%8d streams  %5lld ticks  %7.0f stream-chunks  front end %7.2f us%s  model %6.2f us  "
-      "decode %6.2f us  scheduler %6.3f us  (per stream per tick)\n",
+      "decode %6.2f us  scheduler %6.3f us (commands %.3f, emit %.3f)  (per stream per tick)\n",
       streams, static_cast<long long>(s.ticks - k0), chunks,
       (frontend_threads > 0 ? static_cast<double>(s.frontend_pool_ns - p0) : fe) / chunks / 1e3,
-      pool.c_str(), model / chunks / 1e3, dec / chunks / 1e3, scheduler);
+      pool.c_str(), model / chunks / 1e3, dec / chunks / 1e3, scheduler, commands / chunks / 1e3,
+      emit / chunks / 1e3);
   for (auto& h : handles) (void)h->EndAudio();
   for (auto& h : handles) {
     StreamEvent event;

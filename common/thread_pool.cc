@@ -1,5 +1,7 @@
 #include "common/thread_pool.h"
 
+#include <algorithm>
+
 namespace oasr {
 namespace {
 
@@ -68,7 +70,15 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     next_.store(0);
     ++generation_;
   }
-  wake_.notify_all();
+  // Only as many workers as there are indices beyond the caller's first are
+  // woken: a small job on a wide pool does not stir every thread (a worker
+  // that wakes anyway finds the job and helps, or finds it gone).
+  const int64_t wanted = std::min<int64_t>(n - 1, static_cast<int64_t>(workers_.size()));
+  if (wanted == static_cast<int64_t>(workers_.size())) {
+    wake_.notify_all();
+  } else {
+    for (int64_t i = 0; i < wanted; ++i) wake_.notify_one();
+  }
   in_parallel_for = true;
   const int64_t done = Drain(fn, n);
   in_parallel_for = false;

@@ -185,8 +185,10 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
   // Streams decode independently: large cohorts are split into contiguous
   // parts across the context's host threads.
   ThreadPool& pool = ctx->threads();
-  const size_t parts =
-      n < kMinRowsPerPart * 2 ? 1 : std::min<size_t>(n / kMinRowsPerPart, 4 * pool.threads());
+  const size_t per_part = decoder.config().method == decoder::SearchMethod::kGreedy
+                              ? kMinGreedyRowsPerPart
+                              : kMinRowsPerPart;
+  const size_t parts = n < per_part * 2 ? 1 : std::min<size_t>(n / per_part, 4 * pool.threads());
   auto decode_part = [&](int64_t part) {
     const size_t begin = n * part / parts, end = n * (part + 1) / parts;
     DecodeRuns(states.subspan(begin, end - begin), status.subspan(begin, end - begin),

@@ -15,9 +15,12 @@
 
 namespace oasr::scheduler {
 
-// Rows below which splitting a cohort's host work (decoding, staging)
-// across the context's threads costs more than it saves.
+// Rows below which splitting a cohort's host work (beam search, staging)
+// across the context's threads costs more than it saves. Greedy search
+// costs well under a microsecond a row, so its parts are much larger: waking
+// and joining threads would cost more than the search.
 inline constexpr size_t kMinRowsPerPart = 32;
+inline constexpr size_t kMinGreedyRowsPerPart = 2048;
 
 // Decodes row i's num_frames[i] frames of `log_probs` into states[i].
 //

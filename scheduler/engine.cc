@@ -462,8 +462,17 @@ bool Engine::Tick(std::vector<Command>& commands) {
   AssertSchedulerThread();
   ScopedNanos timer(stats_.tick_ns);
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
-  for (Command& command : commands) Handle(command);
-  Admit();
+  {
+    const Clock::time_point start = Clock::now();
+    const int64_t frontend_before = stats_.frontend_ns.load(std::memory_order_relaxed);
+    for (Command& command : commands) Handle(command);
+    Admit();
+    const int64_t elapsed =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    stats_.commands_ns.fetch_add(
+        elapsed - (stats_.frontend_ns.load(std::memory_order_relaxed) - frontend_before),
+        std::memory_order_relaxed);
+  }
   RunCohort();
   UpdateGauges();
   return HasReadyWork();

@@ -51,7 +51,11 @@ void Engine::RunCohort() {
 }
 
 void Engine::RetireInflight() {
-  const absl::Status waited = downloaded_[inflight_buffer_].Synchronize();
+  absl::Status waited;
+  {
+    ScopedNanos timer(stats_.device_wait_ns);
+    waited = downloaded_[inflight_buffer_].Synchronize();
+  }
   for (Row& row : inflight_) {
     if (row.stream == nullptr) continue;
     row.stream->inflight_row = -1;
@@ -125,9 +129,12 @@ bool Engine::ReserveBlocks() {
 }
 
 void Engine::StageCohort() {
+  {
+    // The host staging is refilled only once the last tick's copy of it ran.
+    ScopedNanos timer(stats_.device_wait_ns);
+    if (absl::Status s = uploaded_.Synchronize(); !s.ok()) spdlog::error("staging: {}", s.ToString());
+  }
   ScopedNanos timer(stats_.frontend_ns);
-  // The host staging is refilled only once the last tick's copy of it ran.
-  if (absl::Status s = uploaded_.Synchronize(); !s.ok()) spdlog::error("staging: {}", s.ToString());
   const int64_t feature_dim = model_->geometry().feature_dim;
   auto stage = [&](size_t b) {
     Row& row = rows_[b];
@@ -255,11 +262,15 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
   // One batched decode for the cohort (after the forward on the model's
   // stream: the copy to the host waits for it), then every row's results
   // (reading them is the decoder's work too).
-  absl::Status read =
-      candidates_.has_value()
-          ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_, row_status_,
-                               buffer)
-          : DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_, row_status_);
+  absl::Status read;
+  {
+    ScopedNanos search_timer(stats_.decode_search_ns);
+    read = candidates_.has_value()
+               ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_,
+                                    row_status_, buffer)
+               : DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_,
+                              row_status_);
+  }
   if (rescorer_ != nullptr && read.ok()) {
     // Each rescoring row's encoder output joins its segment (the decode's
     // copy to the host has waited for the forward).
@@ -290,6 +301,7 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
 }
 
 void Engine::EmitCohort(std::vector<Row>& rows) {
+  ScopedNanos timer(stats_.emit_ns);
   const Clock::time_point now = Clock::now();
   latencies_.clear();
   int64_t decoded = 0, out_frames = 0;

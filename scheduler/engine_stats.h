@@ -70,6 +70,16 @@ struct EngineStats {
   std::atomic<int64_t> decode_ns{0};
   std::atomic<int64_t> rescoring_ns{0};  // Attention rescoring of finals (inside tick_ns).
   std::atomic<int64_t> frontend_pool_ns{0};
+  // Parts of the rest, each apart from the above: the scheduler thread
+  // waiting for the device (a cohort's results, or the staging's last copy
+  // before it is refilled); handling commands and admitting streams (less
+  // any inline front-end work they did); emitting a cohort's events.
+  std::atomic<int64_t> device_wait_ns{0};
+  std::atomic<int64_t> commands_ns{0};
+  std::atomic<int64_t> emit_ns{0};
+  // Within decode_ns: the cohort's batched search alone (the rest of it is
+  // reading each row's results).
+  std::atomic<int64_t> decode_search_ns{0};
 
   Histogram chunk_latency_s;  // Audio that completed a chunk arrived -> its result out.
   Histogram queue_time_s;     // OpenStream -> admitted.

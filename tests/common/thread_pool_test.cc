@@ -21,5 +21,17 @@ TEST(ThreadPoolTest, RunsEveryIndexOnce) {
   EXPECT_EQ(total.load(), 20);
 }
 
+TEST(ThreadPoolTest, JobsSmallerThanThePoolRunEveryIndexOnce) {
+  // Fewer indices than workers: only some are woken, and the ones left
+  // asleep still join the next, wider job.
+  ThreadPool pool(8);
+  for (int round = 0; round < 200; ++round) {
+    const int n = 1 + round % 11;
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, [&](int64_t i) { hits[i].fetch_add(1); });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace oasr
