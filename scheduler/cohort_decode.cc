@@ -33,6 +33,21 @@ void DecodeRuns(std::span<decoder::DecoderState* const> states, std::span<absl::
 
 }  // namespace
 
+void ForEachPart(ThreadPool& pool, size_t n, size_t min_rows, int parts_per_thread,
+                 const std::function<void(size_t begin, size_t end)>& fn) {
+  const size_t parts =
+      n < 2 * min_rows || pool.threads() == 1
+          ? 1
+          : std::min<size_t>(n / min_rows, static_cast<size_t>(parts_per_thread) * pool.threads());
+  if (parts == 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool.ParallelFor(static_cast<int64_t>(parts), [&](int64_t part) {
+    fn(n * part / parts, n * (part + 1) / parts);
+  });
+}
+
 absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
                           std::span<decoder::DecoderState* const> states,
                           std::span<const int32_t> num_frames, const TensorView& log_probs,
@@ -184,13 +199,10 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
   const decoder::PrunedChunks all = candidates.host(static_cast<int>(n), std::max(buffer, 0));
   // Streams decode independently: large cohorts are split into contiguous
   // parts across the context's host threads.
-  ThreadPool& pool = ctx->threads();
   const size_t per_part = decoder.config().method == decoder::SearchMethod::kGreedy
                               ? kMinGreedyRowsPerPart
                               : kMinRowsPerPart;
-  const size_t parts = n < per_part * 2 ? 1 : std::min<size_t>(n / per_part, 4 * pool.threads());
-  auto decode_part = [&](int64_t part) {
-    const size_t begin = n * part / parts, end = n * (part + 1) / parts;
+  ForEachPart(ctx->threads(), n, per_part, 4, [&](size_t begin, size_t end) {
     DecodeRuns(states.subspan(begin, end - begin), status.subspan(begin, end - begin),
                [&](size_t row, size_t count) {
                  decoder::PrunedChunks run = all;
@@ -202,12 +214,7 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
                  return decoder.DecodeChunksPruned(states.subspan(begin + row, count), run,
                                                    num_frames.subspan(begin + row, count));
                });
-  };
-  if (parts == 1 || pool.threads() == 1) {
-    for (size_t part = 0; part < parts; ++part) decode_part(static_cast<int64_t>(part));
-  } else {
-    pool.ParallelFor(static_cast<int64_t>(parts), decode_part);
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <span>
 
+#include <functional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/execution_context.h"
@@ -21,6 +23,12 @@ namespace oasr::scheduler {
 // and joining threads would cost more than the search.
 inline constexpr size_t kMinRowsPerPart = 32;
 inline constexpr size_t kMinGreedyRowsPerPart = 2048;
+
+// Calls fn(begin, end) over [0, n) in contiguous parts: one part (on the
+// caller) below 2 x min_rows rows or on a one-thread pool, else n / min_rows
+// parts, at most parts_per_thread per thread, spread over the pool.
+void ForEachPart(ThreadPool& pool, size_t n, size_t min_rows, int parts_per_thread,
+                 const std::function<void(size_t begin, size_t end)>& fn);
 
 // Decodes row i's num_frames[i] frames of `log_probs` into states[i].
 //

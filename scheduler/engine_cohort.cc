@@ -11,6 +11,11 @@
 namespace oasr::scheduler {
 
 void Engine::RunCohort() {
+  if (!CohortDue(Clock::now())) {
+    // Gathering a wider cohort: meanwhile the one in flight is decoded.
+    if (!inflight_.empty()) RetireInflight();
+    return;
+  }
   PickCohort();
   bool launched = false;
   if (!rows_.empty() && ReserveBlocks()) {
@@ -160,17 +165,9 @@ void Engine::StageCohort() {
   // The copies (tens of KiB a row) are split across the context's host
   // threads for a wide cohort; each row's front end is its own.
   const size_t n = rows_.size();
-  ThreadPool& pool = ctx_->threads();
-  const size_t parts = n < 2 * kMinRowsPerPart || pool.threads() == 1
-                           ? 1
-                           : std::min<size_t>(n / kMinRowsPerPart, 2 * pool.threads());
-  if (parts == 1) {
-    for (size_t b = 0; b < n; ++b) stage(b);
-  } else {
-    pool.ParallelFor(static_cast<int64_t>(parts), [&](int64_t part) {
-      for (size_t b = n * part / parts, end = n * (part + 1) / parts; b < end; ++b) stage(b);
-    });
-  }
+  ForEachPart(ctx_->threads(), n, kMinRowsPerPart, 2, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; ++b) stage(b);
+  });
   stats_.batch_size.Observe(static_cast<double>(n));
 }
 
@@ -283,19 +280,33 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
                               encoder_out + b * g.chunk_size * g.encoder_dim, row.frames);
     }
   }
-  for (size_t b = 0; b < n; ++b) {
+  // Each row's results, read from its own state: independent rows, so a
+  // wide cohort's (an interim result builds the transcript so far) are
+  // split across the context's host threads like the search.
+  auto results = [&](size_t b) {
     Row& row = rows[b];
-    if (row.stream == nullptr) continue;
+    if (row.stream == nullptr) return;
     if (!read.ok()) row.status = read;
     if (row.status.ok()) row.status = std::move(row_status_[b]);
-    if (!row.status.ok()) continue;
+    if (!row.status.ok()) return;
     decoder::DecoderState& state = *row.stream->decoder_state;
     row.finals = decoder_->TakeFinalResults(state);
-    CompleteFinals(*row.stream, row.finals, /*rescore=*/true);
     row.decoder_status = decoder_->GetStatus(state);
     row.partial.reset();
     if (row.stream->interim_results && !row.decoder_status.finished) {
       row.partial = decoder_->PartialResult(state);
+    }
+  };
+  ForEachPart(ctx_->threads(), n, kMinRowsPerPart, 2, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; ++b) results(b);
+  });
+  // Attention rescoring (its decoder and the segment memory are shared)
+  // stays on this thread; it changes the finals only, not the partial.
+  if (rescorer_ != nullptr) {
+    for (Row& row : rows) {
+      if (row.stream != nullptr && row.status.ok()) {
+        CompleteFinals(*row.stream, row.finals, /*rescore=*/true);
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 // Engine simulations: many streams with random lengths, arrival times,
 // message sizes, cancellations and ends through one scheduler, each checked
 // against what the same audio gives alone through the encoder and decoder.
+#include "scheduler/cohort_decode.h"
 #include "scheduler/engine.h"
 
 #include <gtest/gtest.h>
@@ -51,9 +52,10 @@ struct TestEngine {
   const ConformerStreamingModel* model = nullptr;  // Owned by the engine.
 };
 
-TestEngine MakeEngine(EngineConfig config) {
+TestEngine MakeEngine(EngineConfig config, int cpu_threads = 1) {
   config.cuda_graphs = kGraphs;
   ModelOptions options;
+  options.cpu_threads = cpu_threads;
   options.model_dir = kModelDir;
   options.decoder = config.decoder;
   // float32 on every device: n-bests are compared across batch widths.
@@ -353,6 +355,107 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
     EXPECT_EQ(engine.stats().graph_launches.load(), 0);
     EXPECT_EQ(engine.stats().padded_rows.load(), 0);
   }
+}
+
+TEST(EngineTest, WideCohortsReadTheirResultsOnEveryHostThread) {
+  // 96 streams of the same length, all audio at once: their chunks run as
+  // cohorts of 96 rows, whose results (interim ones included) are read in
+  // parts on the context's three threads.
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  EngineConfig config;
+  config.max_batch_size = 96;
+  config.max_wait_ms = 1000;  // Wait for the whole cohort to be admitted.
+  TestEngine setup = MakeEngine(config, /*cpu_threads=*/3);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(21);
+  constexpr int kStreams = 96;
+  std::vector<std::vector<int16_t>> audio;
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    audio.push_back(MakeAudio(rng, 1.3, 16000));
+    streams.push_back(*engine.OpenStream({}));
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(streams[i]->PushAudio(audio[i]).ok());
+    ASSERT_TRUE(streams[i]->EndAudio().ok());
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    Collected c = Collect(*streams[i]);
+    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
+    EXPECT_GT(c.partials, 0) << "stream " << i;
+    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, audio[i], 16000, {}),
+                      "stream " + std::to_string(i));
+  }
+  const Histogram::Snapshot batches = engine.stats().batch_size.Read();
+  EXPECT_GE(batches.sum / batches.count, 2 * kMinRowsPerPart) << "the cohorts were not wide";
+  ExpectAllFreed(engine);
+}
+
+TEST(EngineTest, ACohortWindowGathersTheStreamsReadyWithinIt) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  EngineConfig config;
+  config.max_batch_size = 8;
+  config.cohort_window_ms = 1000;  // Longer than the wait below: the slots fill first.
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(31);
+  const std::vector<int16_t> audio = MakeAudio(rng, 1.0, 16000);
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (int i = 0; i < 8; ++i) streams.push_back(*engine.OpenStream({}));
+  while (engine.stats().streams_active.load() < 8) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // The first stream's chunks wait for the other seven rather than run alone.
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(streams[0]->PushAudio(audio).ok());
+  ASSERT_TRUE(streams[0]->EndAudio().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(engine.stats().chunks_processed.load(), 0) << "a chunk ran without its cohort";
+  for (int i = 1; i < 8; ++i) {
+    ASSERT_TRUE(streams[i]->PushAudio(audio).ok());
+    ASSERT_TRUE(streams[i]->EndAudio().ok());
+  }
+  for (int i = 0; i < 8; ++i) {
+    Collected c = Collect(*streams[i]);
+    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
+    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, audio, 16000, {}),
+                      "stream " + std::to_string(i));
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  const Histogram::Snapshot batches = engine.stats().batch_size.Read();
+  EXPECT_EQ(batches.sum / batches.count, 8) << "every cohort holds all eight streams";
+  ExpectAllFreed(engine);
+}
+
+TEST(EngineTest, ACohortRunsWhenItsWindowEndsWithoutAnotherCommand) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  EngineConfig config;
+  config.max_batch_size = 2;
+  config.cohort_window_ms = 400;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(32);
+  const std::vector<int16_t> audio = MakeAudio(rng, 1.0, 16000);
+  auto idle = *engine.OpenStream({});  // Admitted, never sends: never ready.
+  auto stream = *engine.OpenStream({});
+  while (engine.stats().streams_active.load() < 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stream->PushAudio(audio).ok());
+  ASSERT_TRUE(stream->EndAudio().ok());
+  Collected c = Collect(*stream);
+  ASSERT_EQ(c.finish, FinishReason::kStop) << c.error;
+  // Each of its cohorts waited out the window: the loop woke for it alone.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400));
+  ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, audio, 16000, {}), "stream");
+  idle->Cancel();
+  EXPECT_EQ(Collect(*idle).finish, FinishReason::kCancelled);
+  ExpectAllFreed(engine);
+  config.cohort_window_ms = -1;
+  EXPECT_EQ(config.Validate().code(), absl::StatusCode::kInvalidArgument);
+  config.cohort_window_ms = 1001;
+  EXPECT_EQ(config.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
