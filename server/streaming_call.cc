@@ -125,18 +125,8 @@ void StreamingCall<Api>::OnReadDone(bool ok) {
 
 template <typename Api>
 void StreamingCall<Api>::HandleConfigLocked() {
-  if (!request_.has_streaming_config()) {
-    FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "streaming_config: the first message must carry streaming_config, "
-                            "not audio_content"));
-    return;
-  }
-  // As Google's API does: a stream must say what audio it sends. An empty
-  // RecognitionConfig ("config": {}) is an explicit choice of the defaults.
-  if (!request_.streaming_config().has_config()) {
-    FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "streaming_config.config: missing; the RecognitionConfig is required "
-                            "({} takes the defaults: LINEAR16 at 16000 Hz)"));
+  if (absl::Status first = CheckFirstMessage(request_); !first.ok()) {
+    FailLocked(ToGrpcStatus(first));
     return;
   }
   ServedModel* model = context_->model.load();
@@ -151,20 +141,12 @@ void StreamingCall<Api>::HandleConfigLocked() {
   }
   // The API's configuration in oasr.asr.v1's shape, then checked as the
   // native API's is.
-  absl::StatusOr<asr::v1::StreamingRecognitionConfig> streaming = api_.Configure(request_);
-  if (!streaming.ok()) {
-    FailLocked(ToGrpcStatus(streaming.status()));
-    return;
-  }
-  absl::StatusOr<ParsedConfig> parsed =
-      ParseRecognitionConfig(streaming->config(), *model, /*allow_wav=*/false);
+  absl::StatusOr<ParsedConfig> parsed = ParseStreamingConfig(&api_, request_, *model);
   if (!parsed.ok()) {
     FailLocked(ToGrpcStatus(parsed.status()));
     return;
   }
   config_ = std::move(*parsed);
-  config_.request.interim_results = streaming->interim_results();
-  config_.request.decode.single_utterance = streaming->single_utterance();
   // The notify runs on the scheduler thread: it only posts the Link (an
   // atomic increment, at most one queue entry per call), never waits for
   // link_->mu nor builds a response.

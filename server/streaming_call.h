@@ -47,6 +47,44 @@ struct NativeStreamingApi {
   void Translate(Response native, std::deque<Response>* out) { out->push_back(std::move(native)); }
 };
 
+// The first message of a call, checked as the server checks it before
+// anything else: it carries streaming_config, with a config. INVALID_ARGUMENT
+// naming the field otherwise. `Request` is any API's StreamingRecognizeRequest.
+template <typename Request>
+absl::Status CheckFirstMessage(const Request& first) {
+  if (!first.has_streaming_config()) {
+    return absl::InvalidArgumentError(
+        "streaming_config: the first message must carry streaming_config, not audio_content");
+  }
+  // As Google's API does: a stream must say what audio it sends. An empty
+  // RecognitionConfig ("config": {}) is an explicit choice of the defaults.
+  if (!first.streaming_config().has_config()) {
+    return absl::InvalidArgumentError(
+        "streaming_config.config: missing; the RecognitionConfig is required "
+        "({} takes the defaults: LINEAR16 at 16000 Hz)");
+  }
+  return absl::OkStatus();
+}
+
+// The configuration of a first message that passed CheckFirstMessage: the
+// API's mapping onto oasr.asr.v1 (`api`, the call's adapter), then
+// ParseRecognitionConfig against `model` (WAV refused), with interim_results
+// and single_utterance applied. Errors are the adapter's or
+// ParseRecognitionConfig's (INVALID_ARGUMENT naming the field). No network:
+// the server and tests/fuzz both call it.
+template <typename Api>
+absl::StatusOr<ParsedConfig> ParseStreamingConfig(Api* api, const typename Api::Request& first,
+                                                  const ServedModel& model) {
+  absl::StatusOr<asr::v1::StreamingRecognitionConfig> streaming = api->Configure(first);
+  if (!streaming.ok()) return streaming.status();
+  absl::StatusOr<ParsedConfig> parsed =
+      ParseRecognitionConfig(streaming->config(), model, /*allow_wav=*/false);
+  if (!parsed.ok()) return parsed.status();
+  parsed->request.interim_results = streaming->interim_results();
+  parsed->request.decode.single_utterance = streaming->single_utterance();
+  return parsed;
+}
+
 // Lifetime: created by the service for each call, deletes itself in OnDone.
 // Threading: gRPC runs the reactions on its threads. The engine's notify
 // runs on its scheduler thread and only posts the call's Link to the
