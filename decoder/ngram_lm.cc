@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -41,23 +42,44 @@ class LineReader {
   int64_t line_no() const { return line_no_; }
 
   // The next line without its end of line, or false at the end of the file.
-  // The view is valid until the next call.
+  // The view is valid until the next call. Any byte but '\n' belongs to the
+  // line, NUL included (gzgets would end the line's text there).
   bool Next(absl::string_view* line) {
     line_.clear();
-    while (gzgets(file_, buffer_, sizeof(buffer_)) != nullptr) {
-      line_.append(buffer_);
-      if (line_.back() == '\n') break;
+    bool read = false;  // A byte of this line, its '\n' included.
+    while (next_ < end_ || Fill()) {
+      read = true;
+      const char* begin = buffer_ + next_;
+      const char* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - next_));
+      const char* stop = newline != nullptr ? newline : buffer_ + end_;
+      line_.append(begin, stop);
+      next_ = static_cast<size_t>(stop - buffer_);
+      if (newline != nullptr) {
+        ++next_;
+        break;
+      }
     }
-    if (line_.empty()) return false;
+    if (!read) return false;
     ++line_no_;
-    while (!line_.empty() && (line_.back() == '\n' || line_.back() == '\r')) line_.pop_back();
+    while (!line_.empty() && line_.back() == '\r') line_.pop_back();
     *line = line_;
     return true;
   }
 
  private:
+  // Reads the next block of the (decompressed) file; false at its end or on
+  // a read error, which ends the lines as the end of the file does.
+  bool Fill() {
+    const int n = gzread(file_, buffer_, sizeof(buffer_));
+    if (n <= 0) return false;
+    next_ = 0;
+    end_ = static_cast<size_t>(n);
+    return true;
+  }
+
   gzFile file_;
   char buffer_[4096];
+  size_t next_ = 0, end_ = 0;  // The unread bytes of buffer_.
   std::string line_;
   int64_t line_no_ = 0;
 };

@@ -142,6 +142,21 @@ TEST_F(NgramLmTest, ReadsLinesLongerThanItsBuffer) {
   EXPECT_NEAR(SentenceScore(**lm, {kA}), (-0.2f - 0.1f - 0.35f) * kLn10, 1e-5);
 }
 
+TEST_F(NgramLmTest, NulBytesBelongToTheirLine) {
+  // Found by tests/fuzz (arpa): a line starting with NUL ran the reader off
+  // the front of an empty string, and the line vanished into the next one.
+  using std::string_literals::operator""s;
+  auto lm = Load("pre\0amble\n\0\n"s + kArpa);
+  ASSERT_TRUE(lm.ok()) << lm.status();
+  EXPECT_NEAR(SentenceScore(**lm, {kA}), (-0.2f - 0.1f - 0.35f) * kLn10, 1e-5);
+  // Line 15, after c's unigram, is one NUL: a malformed entry, named by its line.
+  auto bad = Load(absl::StrReplaceAll(kArpa, {{"-0.9\tc\n", "-0.9\tc\n\0\n"s}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("lm.arpa:15: expected a log-probability"),
+            std::string::npos)
+      << bad.status();
+}
+
 TEST_F(NgramLmTest, ReadsGzip) {
   const std::string path = (dir_ / "lm.arpa.gz").string();
   gzFile out = gzopen(path.c_str(), "wb");
