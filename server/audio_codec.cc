@@ -58,6 +58,9 @@ absl::Status DecodeSamples(SampleEncoding encoding, std::string_view bytes,
         return absl::InvalidArgumentError(absl::StrCat(
             field, ": ", bytes.size(), " bytes is not a whole number of 16-bit LINEAR16 samples"));
       }
+      // memcpy's pointers must not be null, even for no bytes (an empty
+      // message into an empty vector).
+      if (bytes.empty()) return absl::OkStatus();
       const size_t first = out->size();
       out->resize(first + bytes.size() / 2);
       // Little-endian on the wire; every target this builds for is too.

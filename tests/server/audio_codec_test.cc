@@ -38,6 +38,18 @@ TEST(AudioCodecTest, Linear16NeedsWholeSamples) {
   EXPECT_EQ(out.size(), 2u) << "a refused message must not append anything";
 }
 
+TEST(AudioCodecTest, EmptyMessagesDecodeToNothing) {
+  // Found by tests/fuzz (audio_codec): no LINEAR16 bytes into an empty
+  // vector passed memcpy a null pointer (undefined even for zero bytes).
+  for (SampleEncoding encoding :
+       {SampleEncoding::kLinear16, SampleEncoding::kMulaw, SampleEncoding::kAlaw}) {
+    std::vector<int16_t> out;
+    EXPECT_TRUE(DecodeSamples(encoding, std::string_view(), &out).ok());
+    EXPECT_TRUE(DecodeSamples(encoding, "", &out).ok());
+    EXPECT_TRUE(out.empty());
+  }
+}
+
 TEST(AudioCodecTest, WavRoundTripAndErrors) {
   const std::vector<int16_t> samples = {0, 1, -1, 1000, -32768, 32767, 7};
   const std::string file = EncodeWav(samples, 8000);
