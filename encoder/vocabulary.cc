@@ -39,6 +39,8 @@ absl::StatusOr<Vocabulary> Vocabulary::Parse(const std::string& text, int expect
     return absl::InvalidArgumentError(absl::StrCat("units.txt: ", tokens.size(),
                                                    " units but output_dim is ", expected_size));
   }
+  // Only a caller's expected_size of 0 gets here without units.
+  if (tokens.empty()) return absl::InvalidArgumentError("units.txt: no units");
   if (tokens[0] != "<blank>") {
     return absl::InvalidArgumentError(absl::StrCat("units.txt: id 0 must be <blank>, got ", tokens[0]));
   }

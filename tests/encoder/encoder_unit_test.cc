@@ -192,6 +192,8 @@ TEST(VocabularyTest, ParsesAndChecksSize) {
               HasSubstr("<blank>"));
   EXPECT_THAT(std::string(Vocabulary::Parse("<blank> 0\na b\n", 2).status().message()),
               HasSubstr("units.txt:2"));
+  // Found by tests/fuzz (units): no units against a size of 0 read tokens[0].
+  EXPECT_THAT(std::string(Vocabulary::Parse("\n", 0).status().message()), HasSubstr("no units"));
 }
 
 TEST(GlobalCmvnTest, FromWenetStats) {
