@@ -1,6 +1,7 @@
 #include "encoder/safetensors_reader.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -170,11 +171,20 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     if (info["shape"].size() > static_cast<size_t>(Shape::kMaxRank)) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": rank above ", Shape::kMaxRank));
     }
+    // The element count in the order Shape::numel() multiplies, so that no
+    // shape it would overflow on (a signed overflow) gets in.
+    int64_t numel = 1;
     for (const auto& dim : info["shape"]) {
       if (!dim.is_number_unsigned()) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": bad shape"));
       }
-      entry.shape.push_back(dim.get<int64_t>());
+      const uint64_t size = dim.get<uint64_t>();
+      if (size > static_cast<uint64_t>(INT64_MAX) ||
+          __builtin_mul_overflow(numel, static_cast<int64_t>(size), &numel)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": shape ", info["shape"].dump(), " has too many elements"));
+      }
+      entry.shape.push_back(static_cast<int64_t>(size));
     }
     for (const auto& off : info["data_offsets"]) {
       if (!off.is_number_unsigned()) {
@@ -183,8 +193,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     }
     entry.begin = info["data_offsets"][0].get<uint64_t>();
     entry.end = info["data_offsets"][1].get<uint64_t>();
-    const uint64_t expected = static_cast<uint64_t>(entry.shape.numel()) * DTypeSize(entry.dtype);
-    if (entry.end < entry.begin || entry.end > reader->data_.size() ||
+    uint64_t expected = 0;
+    const bool too_large =
+        __builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSize(entry.dtype), &expected);
+    if (too_large || entry.end < entry.begin || entry.end > reader->data_.size() ||
         entry.end - entry.begin != expected) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": data_offsets [", entry.begin, ", ", entry.end,

@@ -78,6 +78,18 @@ TEST(SafetensorsReaderTest, RejectsCorruptFiles) {
   EXPECT_THAT(std::string((*reader)->ReadFloat32("i").status().message()), HasSubstr("int64"));
   EXPECT_EQ(SafetensorsReader::Open(TempPath("absent")).status().code(),
             absl::StatusCode::kNotFound);
+  // Shapes whose element count overflows int64: 2^64 elements (the product
+  // wrapped to 0, so no bytes passed for them) and 2^32 x 2^32. Found by
+  // reading the reader and confirmed under tests/fuzz's sanitizers (signed
+  // overflow in Shape::numel).
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{int64_t{1} << 62, 4},
+                                         {int64_t{1} << 32, int64_t{1} << 32},
+                                         {int64_t{1} << 40, int64_t{1} << 40, 0}}) {
+    WriteSafetensors(path, {{"w", RawTensor{"F32", shape, ""}}});
+    EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()),
+                HasSubstr("has too many elements"));
+  }
 }
 
 // A file split at arbitrary byte boundaries (inside the header length, the
