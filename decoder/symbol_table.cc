@@ -43,6 +43,9 @@ absl::StatusOr<SymbolTable> SymbolTable::Parse(const std::string& text, const st
   std::vector<std::string> units;
   std::vector<int> line_of_id;  // 1-based line that defined each id, 0 if none yet
   std::unordered_map<std::string, int> line_of_token;
+  // Ids run from 0 without a gap, one a line, so no id reaches the number of
+  // lines: a larger one is refused before anything is sized by it.
+  const int64_t num_lines = std::count(text.begin(), text.end(), '\n') + 1;
   std::istringstream lines(text);
   std::string line;
   int line_number = 0;
@@ -61,6 +64,11 @@ absl::StatusOr<SymbolTable> SymbolTable::Parse(const std::string& text, const st
         id > (int64_t{1} << 30)) {
       return absl::InvalidArgumentError(absl::StrCat(source, ":", line_number, ": id \"", id_text,
                                                      "\" is not an integer in [0, 2^30]"));
+    }
+    if (id >= num_lines) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ":", line_number, ": id ", id,
+                                                     " is past the file's ", num_lines,
+                                                     " lines (ids must be contiguous from 0)"));
     }
     if (static_cast<size_t>(id) >= line_of_id.size()) {
       line_of_id.resize(id + 1, 0);

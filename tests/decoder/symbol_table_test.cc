@@ -71,6 +71,10 @@ INSTANTIATE_TEST_SUITE_P(
                                "units.txt:2: duplicate id 0 (first defined on line 1)"},
                       BadUnits{"<blank> 0\n<blank> 1\n", "units.txt:2: duplicate token"},
                       BadUnits{"<blank> 0\na 2\n", "id 1 is missing"},
+                      // Found by tests/fuzz (units): the table was sized by the
+                      // id first, 32 GB for this one.
+                      BadUnits{"<blank> 0\na 1000000000\n",
+                               "units.txt:2: id 1000000000 is past the file's 3 lines"},
                       BadUnits{"\n\n", "no units"}));
 
 TEST(SymbolTableTest, FromUnitsRejectsBadLists) {
