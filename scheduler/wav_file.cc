@@ -1,6 +1,7 @@
 #include "scheduler/wav_file.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -65,7 +66,11 @@ absl::StatusOr<WavFile> ReadWav(const std::string& path) {
             sum += static_cast<double>(f) * 32768.0;
           }
         }
-        wav.samples[i] = static_cast<int16_t>(std::clamp(sum / channels, -32768.0, 32767.0));
+        // A NaN sample (or +inf and -inf averaged) is silence: casting NaN
+        // to an integer is undefined.
+        const double mean = sum / channels;
+        wav.samples[i] =
+            std::isnan(mean) ? 0 : static_cast<int16_t>(std::clamp(mean, -32768.0, 32767.0));
       }
       return wav;
     }
