@@ -1,6 +1,8 @@
 # oasr: the two commands that matter are `make serve` and `make test`.
 BUILD_DIR   ?= build
 ASAN_DIR    ?= build-asan
+FUZZ_DIR    ?= build-fuzz
+FUZZ_SECONDS ?= 60
 BUILD_TYPE  ?= Release
 JOBS        ?= $(shell nproc)
 ADDRESS     ?= 0.0.0.0
@@ -14,7 +16,7 @@ CMAKE_FLAGS ?=
 SERVE_MODEL := $(if $(MODEL_DIR),--model-dir $(MODEL_DIR),)
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu')
 
-.PHONY: all deps configure build serve test test-asan container-test bench format format-check clean
+.PHONY: all deps configure build serve test test-asan fuzz container-test bench format format-check clean
 
 all: build
 
@@ -48,6 +50,17 @@ test-asan: deps
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
 
+# The libFuzzer targets (tests/fuzz: audio formats, a StreamingRecognize
+# call's messages, the model directory's files), built with clang under ASan
+# + UBSan, each run FUZZ_SECONDS from its seeds (FUZZ_TARGETS="arpa units"
+# picks some). A crash, leak or timeout fails; scripts/fuzz.sh says more.
+fuzz: deps
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" \
+	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DOASR_FUZZ=ON \
+	  -DOASR_WITH_CUDA=OFF -DOASR_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target oasr_fuzzers
+	FUZZ_DIR=$(FUZZ_DIR) FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh $(FUZZ_TARGETS)
+
 # Builds the Dockerfile's image (podman or docker, whichever can run) and
 # checks it on loopback: the bundled model served, health, samples/
 # transcribed, non-root, flags and OASR_* variables, a clean `stop`. Skips,
@@ -69,4 +82,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

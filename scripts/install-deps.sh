@@ -18,6 +18,8 @@ packages=(
   espeak-ng flite festival festvox-kallpc16k
   # Formatting
   clang-format
+  # Fuzzing (make fuzz): clang and its libFuzzer
+  clang-14 libfuzzer-14-dev
 )
 
 missing=()
