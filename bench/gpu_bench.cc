@@ -392,9 +392,6 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every op each tick");
   bool no_overlap = false;
   app.add_flag("--no-overlap", no_overlap, "Each tick waits for its own forward (no two in flight)");
-  app.add_option("--cohort-window-ms", settings.engine.cohort_window_ms,
-                 "How long a ready chunk waits for others to join its cohort")
-      ->capture_default_str();
   app.add_option("--front-end", front_end, "Where fbank runs: auto, host or device")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
@@ -446,7 +443,7 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
-      "graphs %s, %s decode, ticks %s, cohort window %g ms, %d drivers; %.0f s of sample audio "
+      "graphs %s, %s decode, ticks %s, %d drivers; %.0f s of sample audio "
       "cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s after %.0f s; goal p99 <= "
       "%.3f s\n",
       model_dir.c_str(), settings.model.device.ToString().c_str(), search.c_str(),
@@ -454,7 +451,7 @@ int Main(int argc, char** argv) {
       frontend_threads, decode_threads,
       settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned",
       !settings.model.device.is_cuda() || no_overlap ? "one at a time" : "overlapped",
-      settings.engine.cohort_window_ms, settings.drivers, audio.size() / double{kRate},
+      settings.drivers, audio.size() / double{kRate},
       settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
   std::fflush(stdout);
   int held = 0;

@@ -200,7 +200,7 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
   // Streams decode independently: large cohorts are split into contiguous
   // parts across the context's host threads.
   const size_t per_part = decoder.config().method == decoder::SearchMethod::kGreedy
-                              ? kMinGreedyRowsPerPart
+                              ? kMinLightRowsPerPart
                               : kMinRowsPerPart;
   ForEachPart(ctx->threads(), n, per_part, 4, [&](size_t begin, size_t end) {
     DecodeRuns(states.subspan(begin, end - begin), status.subspan(begin, end - begin),

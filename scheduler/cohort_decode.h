@@ -17,12 +17,13 @@
 
 namespace oasr::scheduler {
 
-// Rows below which splitting a cohort's host work (beam search, staging)
-// across the context's threads costs more than it saves. Greedy search
-// costs well under a microsecond a row, so its parts are much larger: waking
-// and joining threads would cost more than the search.
+// Rows below which splitting a cohort's host work across the context's
+// threads costs more than it saves: beam search (tens of microseconds a
+// row), and light work (greedy search, a row's staging copy, reading its
+// results: a few microseconds a row, which on the scheduler thread alone
+// limit how many rows a second the engine serves).
 inline constexpr size_t kMinRowsPerPart = 32;
-inline constexpr size_t kMinGreedyRowsPerPart = 2048;
+inline constexpr size_t kMinLightRowsPerPart = 8;
 
 // Calls fn(begin, end) over [0, n) in contiguous parts: one part (on the
 // caller) below 2 x min_rows rows or on a one-thread pool, else n / min_rows

@@ -27,10 +27,6 @@ absl::Status EngineConfig::Validate() const {
   if (max_wait_ms < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_wait_ms: ", max_wait_ms, " is negative"));
   }
-  if (!(cohort_window_ms >= 0 && cohort_window_ms <= 1000)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cohort_window_ms: ", cohort_window_ms, " is outside [0, 1000]"));
-  }
   if (max_num_blocks < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_num_blocks: ", max_num_blocks, " is negative (0 derives it)"));
@@ -104,8 +100,6 @@ absl::Status Engine::Init() {
   const ModelGeometry& g = model_->geometry();
   ctx_ = &model_->context();
   frame_shift_ms_ = g.FrameShiftMs();
-  cohort_window_ = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double, std::milli>(config_.cohort_window_ms));
   if (std::abs(decoder_->config().frame_shift_ms - frame_shift_ms_) > 1e-3) {
     return absl::InvalidArgumentError(
         absl::StrCat("decoder frame_shift_ms: ", decoder_->config().frame_shift_ms,
@@ -282,10 +276,6 @@ void Engine::LogConfiguration() const {
   if (overlap_) {
     spdlog::info("ticks overlap: each cohort is decoded while the next one computes");
   }
-  if (config_.cohort_window_ms > 0) {
-    spdlog::info("cohorts gather for up to {} ms after their first ready chunk",
-                 config_.cohort_window_ms);
-  }
   if (rescorer_ != nullptr) {
     const encoder::AttentionDecoderConfig& d = rescorer_->config();
     spdlog::info(
@@ -421,23 +411,19 @@ void Engine::AssertSchedulerThread() const {
 void Engine::Loop() {
   thread_id_ = std::this_thread::get_id();
   std::vector<Command> commands;
-  Clock::time_point next = Clock::time_point::max();
+  bool more_ready = false;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Sleep until a command arrives (or a gathering cohort is due);
-      // waiting streams past their admission window need no timer, since a
-      // slot only frees inside a tick.
-      auto woken = [this] { return stopping_ || !commands_.empty(); };
-      if (next == Clock::time_point::max()) {
-        cv_.wait(lock, woken);
-      } else if (next > Clock::now()) {
-        cv_.wait_until(lock, next, woken);
+      if (!more_ready) {
+        // Sleep until a command arrives; waiting streams past their admission
+        // window need no timer, since a slot only frees inside a tick.
+        cv_.wait(lock, [this] { return stopping_ || !commands_.empty(); });
       }
       if (stopping_) break;
       commands.swap(commands_);
     }
-    next = Tick(commands);
+    more_ready = Tick(commands);
     commands.clear();
   }
   // Stopping: every stream ends with "cancelled", including those whose
@@ -472,7 +458,7 @@ void Engine::Loop() {
   UpdateGauges();
 }
 
-Clock::time_point Engine::Tick(std::vector<Command>& commands) {
+bool Engine::Tick(std::vector<Command>& commands) {
   AssertSchedulerThread();
   ScopedNanos timer(stats_.tick_ns);
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
@@ -489,7 +475,7 @@ Clock::time_point Engine::Tick(std::vector<Command>& commands) {
   }
   RunCohort();
   UpdateGauges();
-  return NextTick();
+  return HasReadyWork();
 }
 
 void Engine::Handle(Command& command) {
@@ -638,23 +624,15 @@ void Engine::MarkReady(Stream& s) {
   // A chunk to run, or the end of the audio with none left (drained: the
   // next tick finishes it).
   if (s.admitted && !s.queued && (ChunkReady(s) || s.frontend->flushed())) {
-    if (ready_.empty() && cohort_window_ > Clock::duration::zero()) ready_first_ = Clock::now();
     s.queued = true;
     s.ready_index = ready_.size();
     ready_.push_back(&s);
   }
 }
 
-Clock::time_point Engine::NextTick() const {
-  const bool admit = !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
-  if (!inflight_.empty() || admit) return Clock::time_point::min();
-  if (ready_.empty()) return Clock::time_point::max();
-  return CohortDue(Clock::now()) ? Clock::time_point::min() : ready_first_ + cohort_window_;
-}
-
-bool Engine::CohortDue(Clock::time_point now) const {
-  if (cohort_window_ <= Clock::duration::zero() || ready_.empty()) return true;
-  return now - ready_first_ >= cohort_window_ || ready_.size() >= active_.size();
+bool Engine::HasReadyWork() const {
+  if (!ready_.empty() || !inflight_.empty()) return true;
+  return !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
 }
 
 void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,

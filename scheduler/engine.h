@@ -151,15 +151,11 @@ class Engine {
   void Loop();
   // One pass: commands, admission, one cohort. Returns true when more work
   // is ready without waiting for a command.
-  Clock::time_point Tick(std::vector<Command>& commands);
+  bool Tick(std::vector<Command>& commands);
   void Handle(Command& command);
   void HandleOpen(Command& command);
   void Admit();
-  // When the loop should tick again without a command: now (min()), on a
-  // command only (max()), or when a gathering cohort is due.
-  Clock::time_point NextTick() const;
-  // Whether the ready streams' cohort should run now (cohort_window_ms).
-  bool CohortDue(Clock::time_point now) const;
+  bool HasReadyWork() const;
   // Queues `s` for the next cohort when it is admitted and has a chunk (or
   // the end of its audio) to process.
   void MarkReady(Stream& s);
@@ -269,9 +265,6 @@ class Engine {
   std::vector<Stream*> active_;     // Admitted (holding a slot).
   std::vector<Stream*> ready_;      // Admitted with a chunk or an end to process.
   std::vector<Stream*> ready_now_;  // Scratch: this tick's ready_.
-  // With a cohort window: when ready_ last went from empty to not.
-  Clock::time_point ready_first_;
-  Clock::duration cohort_window_{};
   bool admission_blocked_ = false;  // The pool refused the last admission.
   std::vector<Row> rows_;           // This tick's cohort, reused every tick.
   // overlap_ticks: the previous tick's cohort, its forward and candidates'

@@ -11,11 +11,6 @@
 namespace oasr::scheduler {
 
 void Engine::RunCohort() {
-  if (!CohortDue(Clock::now())) {
-    // Gathering a wider cohort: meanwhile the one in flight is decoded.
-    if (!inflight_.empty()) RetireInflight();
-    return;
-  }
   PickCohort();
   bool launched = false;
   if (!rows_.empty() && ReserveBlocks()) {
@@ -165,7 +160,7 @@ void Engine::StageCohort() {
   // The copies (tens of KiB a row) are split across the context's host
   // threads for a wide cohort; each row's front end is its own.
   const size_t n = rows_.size();
-  ForEachPart(ctx_->threads(), n, kMinRowsPerPart, 2, [&](size_t begin, size_t end) {
+  ForEachPart(ctx_->threads(), n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) stage(b);
   });
   stats_.batch_size.Observe(static_cast<double>(n));
@@ -297,7 +292,7 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
       row.partial = decoder_->PartialResult(state);
     }
   };
-  ForEachPart(ctx_->threads(), n, kMinRowsPerPart, 2, [&](size_t begin, size_t end) {
+  ForEachPart(ctx_->threads(), n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) results(b);
   });
   // Attention rescoring (its decoder and the segment memory are shared)

@@ -81,13 +81,6 @@ struct EngineConfig {
   // a stream has at most one chunk in flight. Off: each tick waits for its
   // own forward and decodes it.
   bool overlap_ticks = true;
-  // How long a ready chunk may wait for others to join its cohort, in ms
-  // (0: a cohort runs as soon as any chunk is ready). A cohort runs once
-  // its first chunk has waited this long, or every slot's stream is ready.
-  // Under load this widens cohorts (a device's time per row falls steeply
-  // with the width) at the price of up to this much latency; meanwhile the
-  // previous cohort is decoded. Bounded by [0, 1000].
-  double cohort_window_ms = 0.0;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;
