@@ -465,7 +465,10 @@ bool Engine::Tick(std::vector<Command>& commands) {
   {
     const Clock::time_point start = Clock::now();
     const int64_t frontend_before = stats_.frontend_ns.load(std::memory_order_relaxed);
+    // The tick's front-end work goes to the workers at once, after its commands.
+    if (frontend_pool_ != nullptr) frontend_pool_->Hold();
     for (Command& command : commands) Handle(command);
+    if (frontend_pool_ != nullptr) frontend_pool_->Release();
     Admit();
     const int64_t elapsed =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();

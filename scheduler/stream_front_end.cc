@@ -26,11 +26,30 @@ FrontEndPool::~FrontEndPool() {
 }
 
 void FrontEndPool::Submit(std::shared_ptr<StreamFrontEnd> job) {
+  if (held_) {
+    kept_.push_back(std::move(job));
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();
+}
+
+void FrontEndPool::Release() {
+  held_ = false;
+  if (kept_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::shared_ptr<StreamFrontEnd>& job : kept_) queue_.push_back(std::move(job));
+  }
+  if (kept_.size() >= workers_.size()) {
+    cv_.notify_all();
+  } else {
+    for (size_t i = 0; i < kept_.size(); ++i) cv_.notify_one();
+  }
+  kept_.clear();
 }
 
 void FrontEndPool::Work() {

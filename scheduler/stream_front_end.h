@@ -44,6 +44,14 @@ class FrontEndPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()); }
 
+  // Between Hold and Release, work the owner's streams submit (Push, End)
+  // is kept back, and Release queues it all at once, waking at most one
+  // worker per job: a scheduler handling a tick's commands takes the pool's
+  // lock once instead of once a stream. Both on the owner's thread, which
+  // is the only one that submits.
+  void Hold() { held_ = true; }
+  void Release();
+
  private:
   friend class StreamFrontEnd;
   void Submit(std::shared_ptr<StreamFrontEnd> job);
@@ -55,6 +63,8 @@ class FrontEndPool {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<StreamFrontEnd>> queue_;
   bool stopping_ = false;
+  bool held_ = false;                                 // The owner's thread's.
+  std::vector<std::shared_ptr<StreamFrontEnd>> kept_;  // Submitted while held.
   std::vector<std::thread> workers_;
 };
 

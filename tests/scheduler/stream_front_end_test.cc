@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <future>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "encoder/fbank.h"
@@ -164,6 +166,40 @@ TEST(StreamFrontEndTest, PoolPublishesPcmWindowsInFrames) {
         EXPECT_EQ(pooled->GetFrames(start - 1, 1, got.data()).code(),
                   absl::StatusCode::kOutOfRange);
       }
+    }
+  }
+}
+
+TEST(StreamFrontEndTest, WorkSubmittedWhileHeldRunsOnRelease) {
+  constexpr int kStreams = 5;  // More jobs than workers, then fewer.
+  Done done;
+  done.calls.assign(kStreams, 0);
+  FrontEndPool pool(3, [&](int64_t tag) { done(tag); });
+  std::mt19937 rng(23);
+  for (int jobs : {kStreams, 2}) {
+    std::vector<std::shared_ptr<StreamFrontEnd>> pooled;
+    std::vector<std::unique_ptr<encoder::FeaturePipeline>> reference;
+    pool.Hold();
+    for (int i = 0; i < jobs; ++i) {
+      pooled.push_back(std::make_shared<StreamFrontEnd>(Pipeline(16000), &pool, i));
+      reference.push_back(Pipeline(16000));
+      std::vector<int16_t> audio = Tone(rng, 8000, 16000);
+      ASSERT_TRUE(reference[i]->AcceptPcm16(audio.data(), 8000).ok());
+      ASSERT_TRUE(reference[i]->InputFinished().ok());
+      ASSERT_TRUE(pooled[i]->Push(std::move(audio)).ok());
+      ASSERT_TRUE(pooled[i]->End().ok());
+    }
+    // Held: no worker has the work yet.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < jobs; ++i) {
+      EXPECT_EQ(pooled[i]->NumFramesReady(), 0) << "stream " << i;
+      EXPECT_FALSE(pooled[i]->flushed()) << "stream " << i;
+    }
+    pool.Release();
+    for (int i = 0; i < jobs; ++i) {
+      done.WaitFlushed(*pooled[i]);
+      ASSERT_TRUE(pooled[i]->error().ok()) << pooled[i]->error();
+      EXPECT_EQ(pooled[i]->NumFramesReady(), reference[i]->NumFramesReady()) << "stream " << i;
     }
   }
 }
