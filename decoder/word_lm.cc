@@ -57,32 +57,64 @@ absl::StatusOr<std::shared_ptr<const WordLm>> WordLm::Load(const std::string& pa
 
 float WordLm::Build(const std::vector<std::pair<std::string, int32_t>>& words, size_t lo, size_t hi,
                     size_t depth, int32_t index) {
-  // words[lo, hi) share their first `depth` bytes, the path to `index`; sorted,
-  // so a word that ends here comes first and each child's words are one run.
-  int32_t word = -1;
-  float lookahead = -std::numeric_limits<float>::infinity();
-  if (lo < hi && words[lo].first.size() == depth) {
-    word = words[lo].second;
-    lookahead = lm_->UnigramScore(word);
-    ++lo;
+  // Depth first with a stack of its own: a lexicon is as deep as its longest
+  // word, and a word of a few hundred kilobytes in a file overflowed the call
+  // stack when each byte was a call. Nodes are laid out as that recursion
+  // did: a node's children in one run, each child's subtree after the
+  // subtree of the child before it.
+  struct Frame {
+    size_t lo, hi, depth;  // words[lo, hi) share their first `depth` bytes
+    int32_t index;         // the node they fill
+    int32_t word;          // the word ending here, or -1
+    float lookahead;       // the best unigram in the subtree so far
+    int32_t first_child, num_children;
+    int32_t child;  // the next child to build
+    size_t start;   // its first word
+  };
+  std::vector<Frame> stack;
+  // Opens the node `index` for words[lo, hi): its word, and its children's
+  // slots (one per distinct next byte; sorted words make each one run).
+  auto open = [&](size_t lo, size_t hi, size_t depth, int32_t index) {
+    Frame f{lo, hi, depth, index, -1, -std::numeric_limits<float>::infinity(), 0, 0, 0, 0};
+    if (f.lo < f.hi && words[f.lo].first.size() == depth) {
+      f.word = words[f.lo].second;
+      f.lookahead = lm_->UnigramScore(f.word);
+      ++f.lo;
+    }
+    for (size_t i = f.lo; i < f.hi; ++i) {
+      if (i == f.lo || words[i].first[depth] != words[i - 1].first[depth]) ++f.num_children;
+    }
+    f.first_child = static_cast<int32_t>(nodes_.size());
+    nodes_.resize(nodes_.size() + f.num_children);
+    child_bytes_.resize(nodes_.size());
+    f.child = f.first_child;
+    f.start = f.lo;
+    stack.push_back(f);
+  };
+  open(lo, hi, depth, index);
+  float lookahead = 0.0f;
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.start < f.hi) {
+      const char byte = words[f.start].first[f.depth];
+      size_t end = f.start + 1;
+      while (end < f.hi && words[end].first[f.depth] == byte) ++end;
+      child_bytes_[f.child] = static_cast<unsigned char>(byte);
+      const size_t child_lo = f.start, child_depth = f.depth + 1;
+      const int32_t child = f.child++;
+      f.start = end;
+      open(child_lo, end, child_depth, child);  // `f` may move
+      continue;
+    }
+    const Frame done = f;
+    stack.pop_back();
+    nodes_[done.index] = Node{done.first_child, done.num_children, done.word, done.lookahead};
+    if (stack.empty()) {
+      lookahead = done.lookahead;
+    } else {
+      stack.back().lookahead = std::max(stack.back().lookahead, done.lookahead);
+    }
   }
-  int32_t num_children = 0;
-  for (size_t i = lo; i < hi; ++i) {
-    if (i == lo || words[i].first[depth] != words[i - 1].first[depth]) ++num_children;
-  }
-  const int32_t first_child = static_cast<int32_t>(nodes_.size());
-  nodes_.resize(nodes_.size() + num_children);
-  child_bytes_.resize(nodes_.size());
-  int32_t child = first_child;
-  for (size_t start = lo; start < hi; ++child) {
-    const char byte = words[start].first[depth];
-    size_t end = start + 1;
-    while (end < hi && words[end].first[depth] == byte) ++end;
-    child_bytes_[child] = static_cast<unsigned char>(byte);
-    lookahead = std::max(lookahead, Build(words, start, end, depth + 1, child));
-    start = end;
-  }
-  nodes_[index] = Node{first_child, num_children, word, lookahead};
   return lookahead;
 }
 

@@ -171,6 +171,21 @@ TEST_F(WordLmTest, RefusesWhatItCannotUse) {
   EXPECT_EQ(words->Find("<s>"), -1);
 }
 
+TEST_F(WordLmTest, AWordOfAMebibyteLoads) {
+  // The lexicon was built by one call a byte of the longest word: a 200 kB
+  // word overflowed the stack (seen through tests/fuzz's arpa target with a
+  // hand-made file; its inputs stay under 4 kB).
+  const std::string word(1 << 20, 'a');
+  std::string text = kArpa;
+  text.replace(text.find("ngram 1=6"), 9, "ngram 1=7");
+  text.replace(text.find("-1.2\tdog\n"), 9, "-1.2\tdog\n-3.0\t" + word + "\n");
+  auto lm = WordLm::Load(Write("long.arpa", text), *Units());
+  ASSERT_TRUE(lm.ok()) << lm.status();
+  EXPECT_EQ((*lm)->num_words(), 4);  // cab cat dog and the long one
+  // The root; c, ca, cab, cat; d, do, dog; one node a byte of the long word.
+  EXPECT_EQ((*lm)->lexicon_nodes(), 1u + 4u + 3u + word.size());
+}
+
 TEST_F(WordLmTest, ReadsTheWordsOfTheModelDirectorySpec) {
   Write("lm.json", R"({"words": {"file": "words.arpa.gz", "weight": 0.3, "word_bonus": 0.5,
                                  "unknown_word_penalty": 6, "order": 2}})");
