@@ -14,18 +14,32 @@
 
 namespace oasr::fuzz {
 
-// A directory for this process's files (under TMPDIR, else /tmp), created on
-// first use and kept for the process's life: libFuzzer runs every input in
-// one process, so the files are rewritten, not re-created.
+// A directory for this process's files (under TMPDIR, else /dev/shm, else
+// /tmp), created on first use and kept for the process's life: libFuzzer runs
+// every input in one process, so the files are rewritten, not re-created.
+// Memory, not a disk, where it can: a target that writes a file an input runs
+// six times faster from /dev/shm than from a busy disk's /tmp.
 inline const std::filesystem::path& ScratchDir() {
-  static const std::filesystem::path dir = [] {
+  // Removed when the process exits normally (libFuzzer's -max_total_time,
+  // -runs); a crash leaves it for the post-mortem.
+  struct Scratch {
+    std::filesystem::path path;
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Scratch scratch{[] {
     const char* tmp = std::getenv("TMPDIR");
-    std::filesystem::path d = std::filesystem::path(tmp != nullptr && *tmp ? tmp : "/tmp") /
-                              ("oasr-fuzz-" + std::to_string(getpid()));
+    std::error_code ec;
+    const std::filesystem::path base = tmp != nullptr && *tmp                          ? tmp
+                                       : std::filesystem::is_directory("/dev/shm", ec) ? "/dev/shm"
+                                                                                       : "/tmp";
+    std::filesystem::path d = base / ("oasr-fuzz-" + std::to_string(getpid()));
     std::filesystem::create_directories(d);
     return d;
-  }();
-  return dir;
+  }()};
+  return scratch.path;
 }
 
 // Writes `bytes` to ScratchDir()/name and returns its path; aborts when it
