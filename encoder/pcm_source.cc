@@ -20,13 +20,19 @@ absl::StatusOr<std::unique_ptr<PcmSource>> PcmSource::Create(
 
 absl::Status PcmSource::AcceptPcm16(const int16_t* samples, int64_t n) {
   if (finished_) return absl::FailedPreconditionError("PcmSource: audio after InputFinished");
+  if (resampler_->in_rate() == resampler_->out_rate()) {
+    // (s / 32768) x 32768 is s again in float: no scratch, no copies.
+    AddSamples(n, [samples](int64_t i) { return static_cast<float>(samples[i]); });
+    return absl::OkStatus();
+  }
   // The same arithmetic as FeaturePipeline, so both front ends see the same
   // 16 kHz signal.
   pcm_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pcm_[i] = samples[i] / 32768.0f;
   resampled_.clear();
   OASR_RETURN_IF_ERROR(resampler_->Process(pcm_.data(), n, &resampled_));
-  AddResampled();
+  AddSamples(static_cast<int64_t>(resampled_.size()),
+             [this](int64_t i) { return resampled_[i] * 32768.0f; });
   return absl::OkStatus();
 }
 
@@ -34,19 +40,31 @@ absl::Status PcmSource::InputFinished() {
   if (finished_) return absl::OkStatus();
   resampled_.clear();
   OASR_RETURN_IF_ERROR(resampler_->Flush(&resampled_));
-  AddResampled();
+  AddSamples(static_cast<int64_t>(resampled_.size()),
+             [this](int64_t i) { return resampled_[i] * 32768.0f; });
   finished_ = true;
   return absl::OkStatus();
 }
 
-void PcmSource::AddResampled() {
-  for (float s : resampled_) pending_.push_back(s * 32768.0f);
-  const int64_t whole = static_cast<int64_t>(pending_.size()) / kLayout.width;
-  if (whole == 0) return;
-  const size_t used = static_cast<size_t>(whole * kLayout.width);
-  std::copy(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(used),
-            rows_.Append(whole));
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(used));
+template <typename Sample>
+void PcmSource::AddSamples(int64_t n, const Sample& sample) {
+  const int64_t width = kLayout.width;
+  int64_t i = 0;
+  if (!pending_.empty()) {
+    // Complete the row begun last time.
+    const int64_t take = std::min<int64_t>(n, width - static_cast<int64_t>(pending_.size()));
+    for (; i < take; ++i) pending_.push_back(sample(i));
+    if (static_cast<int64_t>(pending_.size()) < width) return;
+    std::copy(pending_.begin(), pending_.end(), rows_.Append(1));
+    pending_.clear();
+  }
+  const int64_t whole = (n - i) / width;
+  if (whole > 0) {
+    float* out = rows_.Append(whole);
+    for (int64_t j = 0; j < whole * width; ++j) out[j] = sample(i + j);
+    i += whole * width;
+  }
+  for (; i < n; ++i) pending_.push_back(sample(i));
 }
 
 absl::Status PcmSource::GetRows(int64_t start, int64_t count, float* out) const {

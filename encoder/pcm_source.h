@@ -41,10 +41,13 @@ class PcmSource final : public FeatureSource {
 
  private:
   explicit PcmSource(std::unique_ptr<Resampler> resampler) : resampler_(std::move(resampler)) {}
-  void AddResampled();
+  // Appends n samples (sample(i): a 16 kHz sample in int16 range) to the
+  // rows: whole rows straight into rows_, the rest pending.
+  template <typename Sample>
+  void AddSamples(int64_t n, const Sample& sample);
 
   std::unique_ptr<Resampler> resampler_;
-  std::vector<float> pcm_;        // Scratch: the input as floats in [-1, 1).
+  std::vector<float> pcm_;        // Scratch: the input as floats in [-1, 1) (resampling only).
   std::vector<float> resampled_;  // Scratch.
   std::vector<float> pending_;    // 16 kHz samples short of a whole row.
   FrameBuffer rows_{kLayout.width};
