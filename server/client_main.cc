@@ -24,13 +24,18 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "oasr/asr/v1/asr.grpc.pb.h"
 #include "server/audio_codec.h"
+#include "server/client_channel.h"
 #include "server/grpc_status.h"
 #include "server/stream_client.h"
 
 namespace {
 
+// --token (or OASR_TOKEN), sent with every call; set once in main.
+std::string g_token;
+
 std::unique_ptr<grpc::ClientContext> ContextWithDeadline(double seconds) {
   auto context = std::make_unique<grpc::ClientContext>();
+  oasr::server::AddBearerToken(g_token, context.get());
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
   return context;
@@ -159,6 +164,7 @@ int RunStreamFiles(const std::shared_ptr<grpc::Channel>& channel,
     options.chunk_ms = flags.chunk_ms;
     options.realtime = !flags.fast;
     options.timeout_s = timeout;
+    options.token = g_token;
     options.on_response = [&](const oasr::asr::v1::StreamingRecognizeResponse& response) {
       if (flags.json) {
         std::fputs(ToJson(response, /*pretty=*/false).c_str(), stdout);
@@ -244,6 +250,7 @@ int RunLoad(const std::shared_ptr<grpc::Channel>& channel, const std::string& fi
         options.chunk_ms = flags.chunk_ms;
         options.realtime = !flags.fast;
         options.timeout_s = timeout;
+        options.token = g_token;
         oasr::server::StreamOutcome outcome = RunStream(*stub, samples, options);
         std::lock_guard<std::mutex> lock(mu);
         ++streams;
@@ -302,6 +309,19 @@ int main(int argc, char** argv) {
   double timeout = 10.0;
   double stream_timeout = 600.0;
   app.add_option("--server", server, "Server address HOST:PORT")->capture_default_str();
+  oasr::server::ChannelOptions channel_options;
+  app.add_flag("--tls", channel_options.tls, "Connect with TLS (implied by the --tls-* options)");
+  app.add_option("--tls-ca", channel_options.ca_file,
+                 "PEM CA bundle the server's certificate must chain to (default: the system's)");
+  app.add_option("--tls-cert", channel_options.cert_file,
+                 "PEM client certificate chain for mutual TLS (with --tls-key)");
+  app.add_option("--tls-key", channel_options.key_file, "PEM private key of --tls-cert");
+  app.add_option("--tls-server-name", channel_options.server_name,
+                 "Name to check the server's certificate against (default: the --server host)");
+  app.add_option("--token", g_token,
+                 "Bearer token sent as 'authorization: Bearer TOKEN' (or OASR_TOKEN, which keeps "
+                 "it out of the process list)")
+      ->envname("OASR_TOKEN");
   app.add_option("--timeout", timeout, "Deadline of unary calls in seconds")->capture_default_str();
   app.add_option("--stream-timeout", stream_timeout, "Deadline of each stream in seconds")
       ->capture_default_str();
@@ -347,7 +367,13 @@ int main(int argc, char** argv) {
   add_recognition_flags(load, true);
   CLI11_PARSE(app, argc, argv);
 
-  auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  channel_options.target = server;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = oasr::server::MakeChannel(channel_options);
+  if (!made.ok()) {
+    std::fprintf(stderr, "oasr-client: %s\n", std::string(made.status().message()).c_str());
+    return 2;
+  }
+  const std::shared_ptr<grpc::Channel>& channel = *made;
   if (*info) return RunInfo(channel, timeout);
   if (*health) return RunHealth(channel, service, timeout);
   if (*models) return RunModels(channel, timeout);

@@ -14,7 +14,7 @@
 
 namespace {
 
-// SIGTERM/SIGINT write the signal number here; a thread reads it. A handler
+// SIGTERM/SIGINT/SIGHUP write the signal number here; a thread reads it. A handler
 // (rather than blocking the signals and sigwait) works whichever thread the
 // kernel picks, including threads that libraries start before main (OpenBLAS).
 int g_signal_pipe[2] = {-1, -1};
@@ -34,6 +34,7 @@ void InstallShutdownHandlers() {
   action.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);
 }
 
 }  // namespace
@@ -49,6 +50,32 @@ int main(int argc, char** argv) {
   app.add_option("--port", options.port, "gRPC port (0: pick a free one)")->capture_default_str();
   app.add_option("--metrics-port", options.metrics_port,
                  "Prometheus /metrics HTTP port (0: pick a free one, -1: off)")
+      ->capture_default_str();
+  app.add_option("--metrics-address", options.metrics_address,
+                 "Address the metrics endpoint binds (default: --address)");
+  app.add_option("--tls-cert", options.tls_cert,
+                 "PEM certificate chain of the server: serve TLS only (with --tls-key)");
+  app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", options.tls_client_ca,
+                 "PEM CA bundle: require client certificates that chain to it (mutual TLS)");
+  app.add_option("--tokens-file", options.tokens_file,
+                 "Bearer tokens clients must send (one per line: TOKEN or sha256:HEX, then "
+                 "optional name=NAME max_streams=N); SIGHUP reloads it");
+  app.add_option("--max-streams-per-token", options.max_streams_per_token,
+                 "Concurrent recognition calls per token without its own max_streams (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-streams-per-peer", options.max_streams_per_peer,
+                 "Concurrent recognition calls per client IP address (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-stream-duration", options.max_stream_duration_seconds,
+                 "Seconds of audio per stream; then it ends with its transcript and finish_reason "
+                 "\"length\" (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--stream-open-rate", options.stream_open_rate,
+                 "Recognition calls opened per second, server-wide (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--stream-open-burst", options.stream_open_burst,
+                 "Opens allowed at once above --stream-open-rate (0: the rate rounded up)")
       ->capture_default_str();
   app.add_option("--model-dir", options.model_dir, "Model directory to serve");
   app.add_option("--device", options.device, "Inference device: auto, cpu, cuda, cuda:N")
@@ -142,11 +169,22 @@ int main(int argc, char** argv) {
   }
 
   std::thread signal_waiter([&server] {
-    char signal_number = 0;
-    while (read(g_signal_pipe[0], &signal_number, 1) < 0 && errno == EINTR) {
+    while (true) {
+      char signal_number = 0;
+      const ssize_t got = read(g_signal_pipe[0], &signal_number, 1);
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 1 && signal_number == SIGHUP) {
+        // Certificates and tokens for new connections and calls; open ones keep theirs.
+        spdlog::info("received SIGHUP: reloading");
+        if (absl::Status status = server.Reload(); !status.ok()) {
+          spdlog::error("reload failed, still serving the previous files: {}", status.ToString());
+        }
+        continue;
+      }
+      spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+      server.Shutdown();
+      return;
     }
-    spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-    server.Shutdown();
   });
   server.Wait();
   signal_waiter.join();

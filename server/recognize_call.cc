@@ -25,9 +25,12 @@ struct RecognizeState final : EventDispatcher::Task {
   // Set once the audio is queued; reset at the end (breaks the cycle
   // state -> stream -> notify -> state).
   std::unique_ptr<scheduler::EngineStream> stream;
+  // The call's share of the tokens' and peers' limits, until it answers.
+  CallAdmission::Lease lease;
   bool done = false;
 
   void Finish(const grpc::Status& status) {
+    lease.Release();
     context->metrics.CountStatus(status);
     context->metrics.recognize_calls_active.fetch_sub(1);
     reactor->Finish(status);
@@ -69,8 +72,11 @@ struct RecognizeState final : EventDispatcher::Task {
   }
 };
 
+// `lease` (may be null) is released before the client can see the status.
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* call_context,
-                                    ServiceContext* context, const grpc::Status& status) {
+                                    ServiceContext* context, const grpc::Status& status,
+                                    CallAdmission::Lease* lease = nullptr) {
+  if (lease != nullptr) lease->Release();
   context->metrics.CountStatus(status);
   context->metrics.recognize_calls_active.fetch_sub(1);
   grpc::ServerUnaryReactor* reactor = call_context->DefaultReactor();
@@ -86,17 +92,23 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
                                          RecognizeDelivery deliver) {
   context->metrics.recognize_calls_active.fetch_add(1);
   context->metrics.recognize_calls_total.fetch_add(1);
+  CallAdmission::Lease lease;
+  if (grpc::Status admitted = AdmitStreamCall(context, *call_context, &lease); !admitted.ok()) {
+    return FinishNow(call_context, context, admitted);
+  }
+  // Every answer from here on releases the lease first.
+  auto refuse = [&](const grpc::Status& status) {
+    return FinishNow(call_context, context, status, &lease);
+  };
   ServedModel* model = context->model.load();
   if (context->draining.load()) {
-    return FinishNow(call_context, context,
-                     grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    return refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
   }
   if (model == nullptr) {
-    return FinishNow(call_context, context,
-                     grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                  "no model is served (loading, or the server runs without one)"));
+    return refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               "no model is served (loading, or the server runs without one)"));
   }
-  if (!input.ok()) return FinishNow(call_context, context, ToGrpcStatus(input.status()));
+  if (!input.ok()) return refuse(ToGrpcStatus(input.status()));
   asr::v1::RecognitionConfig& config = input->config;
   const std::string_view audio = input->audio;
   // LINEAR16 or unspecified with a RIFF header is a WAV file too.
@@ -108,12 +120,11 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   std::string_view samples_bytes = audio;
   if (config.encoding() == asr::v1::WAV) {
     absl::StatusOr<WavAudio> wav = ParseWav(audio);
-    if (!wav.ok()) return FinishNow(call_context, context, ToGrpcStatus(wav.status()));
+    if (!wav.ok()) return refuse(ToGrpcStatus(wav.status()));
     if (wav->channels != 1) {
-      return FinishNow(call_context, context,
-                       grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                    absl::StrCat("audio: the WAV file has ", wav->channels,
-                                                 " channels (mono only)")));
+      return refuse(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("audio: the WAV file has ", wav->channels, " channels (mono only)")));
     }
     // The header decides rate and sample format.
     config.set_sample_rate_hertz(wav->sample_rate);
@@ -123,22 +134,21 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
     samples_bytes = wav->data;
   }
   absl::StatusOr<ParsedConfig> parsed = ParseRecognitionConfig(config, *model, /*allow_wav=*/false);
-  if (!parsed.ok()) return FinishNow(call_context, context, ToGrpcStatus(parsed.status()));
+  if (!parsed.ok()) return refuse(ToGrpcStatus(parsed.status()));
   parsed->request.interim_results = false;
   parsed->request.decode.single_utterance = false;
 
   std::vector<int16_t> samples;
   if (absl::Status status = DecodeSamples(parsed->encoding, samples_bytes, &samples, "audio");
       !status.ok()) {
-    return FinishNow(call_context, context, ToGrpcStatus(status));
+    return refuse(ToGrpcStatus(status));
   }
   const double seconds = static_cast<double>(samples.size()) / parsed->request.sample_rate;
   const double limit = model->engine().config().max_buffered_audio_s;
   if (seconds > limit) {
-    return FinishNow(call_context, context,
-                     grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                  absl::StrCat("audio: ", seconds, " s is longer than Recognize's ",
-                                               limit, " s limit; use StreamingRecognize")));
+    return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               absl::StrCat("audio: ", seconds, " s is longer than Recognize's ",
+                                            limit, " s limit; use StreamingRecognize")));
   }
 
   OASR_CHECK(context->dispatcher != nullptr, "Recognize needs the event dispatcher");
@@ -147,6 +157,7 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   state->context = context;
   state->deliver = std::move(deliver);
   state->config = *parsed;
+  state->lease = std::move(lease);
   // The notify runs on the scheduler thread: it only posts the state, never
   // waits for state->mu nor builds the response.
   EventDispatcher* dispatcher = context->dispatcher;

@@ -112,6 +112,11 @@ grpc::ServerUnaryReactor* RivaService::GetRivaSpeechRecognitionConfig(
     grpc::CallbackServerContext* call_context,
     const riva_asr::RivaSpeechRecognitionConfigRequest* request,
     riva_asr::RivaSpeechRecognitionConfigResponse* response) {
+  grpc::ServerUnaryReactor* reactor = call_context->DefaultReactor();
+  if (grpc::Status status = AuthenticateCall(context_, *call_context); !status.ok()) {
+    reactor->Finish(status);
+    return reactor;
+  }
   const ServedModel* model = context_->model.load();
   if (model != nullptr &&
       (request->model_name().empty() || request->model_name() == model->name())) {
@@ -129,7 +134,6 @@ grpc::ServerUnaryReactor* RivaService::GetRivaSpeechRecognitionConfig(
       parameters["max_stream_seconds"] = absl::StrCat(info.max_stream_seconds());
     }
   }
-  grpc::ServerUnaryReactor* reactor = call_context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -37,6 +37,10 @@ void SetHealth(grpc::Server* server, bool serving) {
   health->SetServingStatus(serving);
 }
 
+const std::string& MetricsAddress(const ServerOptions& options) {
+  return options.metrics_address.empty() ? options.address : options.metrics_address;
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options) : options_(std::move(options)) {}
@@ -49,6 +53,8 @@ absl::Status Server::Start() {
   context_.max_pending_responses = options_.max_pending_responses;
   context_.stream_idle_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::ceil(options_.stream_idle_timeout_seconds * 1000)));
+  if (absl::Status status = SetUpSecurity(); !status.ok()) return status;
+  context_.max_stream_duration_seconds = options_.max_stream_duration_seconds;
   dispatcher_ = std::make_unique<EventDispatcher>(EventDispatcher::DefaultThreads());
   context_.dispatcher = dispatcher_.get();
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
@@ -74,7 +80,9 @@ absl::Status Server::Start() {
                              options_.min_client_ping_seconds * 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   const std::string target = absl::StrCat(options_.address, ":", options_.port);
-  builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(
+      target, tls_ != nullptr ? tls_->ServerCredentials() : grpc::InsecureServerCredentials(),
+      &grpc_port_);
   builder.RegisterService(speech_service_.get());
   builder.RegisterService(riva_service_.get());
   builder.RegisterService(google_service_.get());
@@ -89,7 +97,7 @@ absl::Status Server::Start() {
 
   if (options_.metrics_port >= 0) {
     metrics_ = std::make_unique<MetricsHttpServer>([this] { return RenderMetrics(); });
-    absl::StatusOr<int> bound = metrics_->Start(options_.address, options_.metrics_port);
+    absl::StatusOr<int> bound = metrics_->Start(MetricsAddress(options_), options_.metrics_port);
     if (!bound.ok()) {
       grpc_server_->Shutdown();
       grpc_server_.reset();
@@ -112,6 +120,59 @@ absl::Status Server::Start() {
   serving_ = model_ != nullptr;
   LogServing();
   return WritePortFile();
+}
+
+absl::Status Server::SetUpSecurity() {
+  if (!options_.tls_cert.empty()) {
+    absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> tls =
+        ReloadableTlsCredentials::Create(
+            {options_.tls_cert, options_.tls_key, options_.tls_client_ca});
+    if (!tls.ok()) return tls.status();
+    tls_ = std::move(*tls);
+  }
+  AdmissionLimits limits;
+  limits.max_streams_per_token = options_.max_streams_per_token;
+  limits.max_streams_per_peer = options_.max_streams_per_peer;
+  limits.stream_open_rate = options_.stream_open_rate;
+  limits.stream_open_burst = options_.stream_open_burst;
+  admission_ = std::make_unique<CallAdmission>(limits, &context_.metrics);
+  if (!options_.tokens_file.empty()) {
+    absl::StatusOr<TokenTable> tokens = TokenTable::Load(options_.tokens_file);
+    if (!tokens.ok()) return tokens.status();
+    spdlog::info("tokens: recognition and info calls need one of the {} in {}{}", tokens->size(),
+                 options_.tokens_file,
+                 tls_ == nullptr ? " (without --tls-cert they travel in clear text)" : "");
+    admission_->SetTokens(std::make_shared<const TokenTable>(std::move(*tokens)));
+  }
+  context_.admission = admission_.get();
+  return absl::OkStatus();
+}
+
+absl::Status Server::Reload() {
+  absl::Status result;
+  if (tls_ != nullptr) {
+    if (absl::Status status = tls_->Reload(); status.ok()) {
+      spdlog::info("TLS: new connections get {}", tls_->Describe());
+    } else {
+      result = status;
+    }
+  }
+  if (!options_.tokens_file.empty()) {
+    absl::StatusOr<TokenTable> tokens = TokenTable::Load(options_.tokens_file);
+    if (tokens.ok()) {
+      spdlog::info("tokens: {} accepted from {}", tokens->size(), options_.tokens_file);
+      admission_->SetTokens(std::make_shared<const TokenTable>(std::move(*tokens)));
+    } else if (result.ok()) {
+      result = tokens.status();
+    } else {
+      result = absl::Status(result.code(),
+                            absl::StrCat(result.message(), "; ", tokens.status().message()));
+    }
+  }
+  if (tls_ == nullptr && options_.tokens_file.empty()) {
+    spdlog::info("nothing to reload (no --tls-cert, no --tokens-file)");
+  }
+  return result;
 }
 
 absl::Status Server::LoadModel() {
@@ -181,13 +242,16 @@ void Server::LogServing() const {
         info.max_waiting_streams(), longest);
     spdlog::info("the engine computes on {}", model_->engine().model().context().Describe());
   }
-  spdlog::info("gRPC listening on {}:{} (services: {}, {}, {}, grpc.health.v1.Health, reflection)",
-               options_.address, grpc_port_, kSpeechServiceName, kRivaServiceName,
-               kGoogleServiceName);
+  spdlog::info(
+      "gRPC listening on {}:{} ({}; services: {}, {}, {}, grpc.health.v1.Health, reflection)",
+      options_.address, grpc_port_,
+      tls_ != nullptr ? absl::StrCat("TLS, ", tls_->Describe()) : "plaintext", kSpeechServiceName,
+      kRivaServiceName, kGoogleServiceName);
+
   spdlog::debug("calls handle their streams' events on {} dispatcher threads",
                 dispatcher_->threads());
   if (metrics_port_ >= 0) {
-    spdlog::info("metrics on http://{}:{}/metrics", options_.address, metrics_port_);
+    spdlog::info("metrics on http://{}:{}/metrics", MetricsAddress(options_), metrics_port_);
   }
 }
 

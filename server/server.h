@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "absl/status/status.h"
+#include "server/access_control.h"
 #include "server/event_dispatcher.h"
 #include "server/google_speech_service.h"
 #include "server/metrics_http.h"
@@ -17,6 +18,7 @@
 #include "server/server_options.h"
 #include "server/service_context.h"
 #include "server/speech_service.h"
+#include "server/tls_credentials.h"
 
 namespace grpc {
 class Server;
@@ -45,6 +47,12 @@ class Server {
   // down.
   void Shutdown();
 
+  // SIGHUP: reads the TLS files and the tokens file again. What checks out
+  // serves new connections and calls from now on; open connections and
+  // streams keep going. On an error the previous files stay in force and the
+  // status says which file and why (both are tried). Thread-safe.
+  absl::Status Reload();
+
   // Blocks until the server has shut down.
   void Wait();
 
@@ -55,6 +63,8 @@ class Server {
 
  private:
   std::string RenderMetrics() const;
+  // The TLS credentials and the tokens, from the options.
+  absl::Status SetUpSecurity();
   absl::Status WritePortFile() const;
   absl::Status LoadModel();
   void LogServing() const;
@@ -67,6 +77,9 @@ class Server {
   // Declared before the model and the gRPC server, so destroyed after them:
   // the engine's last events and the calls' endings still run on it.
   std::unique_ptr<EventDispatcher> dispatcher_;
+  // Both outlive the gRPC server (its handshakes and calls use them).
+  std::unique_ptr<ReloadableTlsCredentials> tls_;
+  std::unique_ptr<CallAdmission> admission_;
   std::unique_ptr<ServedModel> model_;  // Outlives every call (see Shutdown).
   double model_load_seconds_ = 0.0;
   std::unique_ptr<SpeechService> speech_service_;

@@ -129,6 +129,15 @@ std::string RenderPrometheus(const MetricsSnapshotInput& input) {
   Header(&out, "oasr_grpc_stream_idle_timeouts_total", "counter",
          "Streams ended because their client sent nothing for --stream-idle-timeout seconds.");
   Sample(&out, "oasr_grpc_stream_idle_timeouts_total", s.streams_idle_timed_out.load());
+  Header(&out, "oasr_grpc_stream_max_duration_total", "counter",
+         "Streams ended with finish_reason \"length\" at --max-stream-duration.");
+  Sample(&out, "oasr_grpc_stream_max_duration_total", s.streams_max_duration.load());
+  Header(&out, "oasr_refusals_total", "counter",
+         "Calls refused before they started (tokens, quotas, limits), by reason.");
+  for (size_t r = 0; r < s.refusals.size(); ++r) {
+    absl::StrAppend(&out, "oasr_refusals_total{reason=\"", RefusalName(static_cast<Refusal>(r)),
+                    "\"} ", s.refusals[r].load(), "\n");
+  }
   Header(&out, "oasr_errors_total", "counter", "Recognition calls that failed, by gRPC code.");
   for (size_t code = 1; code < s.errors.size(); ++code) {
     absl::StrAppend(&out, "oasr_errors_total{code=\"", GrpcCodeName(static_cast<int>(code)), "\"} ",

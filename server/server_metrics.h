@@ -13,6 +13,23 @@
 
 namespace oasr::server {
 
+// Why a call was refused before it started (CallAdmission).
+enum class Refusal : int {
+  kMissingToken = 0,  // UNAUTHENTICATED: no authorization metadata.
+  kInvalidToken,      // UNAUTHENTICATED: not "Bearer <token>", or a token not in the file.
+  kTokenQuota,        // PERMISSION_DENIED: the token holds its max_streams.
+  kPeerLimit,         // RESOURCE_EXHAUSTED: the peer address holds --max-streams-per-peer.
+  kOpenRate,          // RESOURCE_EXHAUSTED: above --stream-open-rate.
+  kCount,
+};
+
+// The reason label of oasr_refusals_total.
+inline const char* RefusalName(Refusal reason) {
+  static const char* const kNames[] = {"missing_token", "invalid_token", "token_quota",
+                                       "peer_limit", "open_rate"};
+  return kNames[static_cast<int>(reason)];
+}
+
 // Counters written by the call reactors. Thread-safe (atomics).
 struct ServerMetrics {
   std::atomic<int64_t> streaming_calls_active{0};  // StreamingRecognize calls not yet done.
@@ -22,8 +39,14 @@ struct ServerMetrics {
   // Streams the server ended because their client sent nothing for
   // --stream-idle-timeout seconds (also counted under OUT_OF_RANGE).
   std::atomic<int64_t> streams_idle_timed_out{0};
+  // Streams that reached --max-stream-duration (they end with "length").
+  std::atomic<int64_t> streams_max_duration{0};
+  // Calls refused by CallAdmission, by reason (also counted under their code).
+  std::array<std::atomic<int64_t>, static_cast<size_t>(Refusal::kCount)> refusals{};
   // Calls that ended with each non-OK gRPC status code (index = code).
   std::array<std::atomic<int64_t>, 17> errors{};
+
+  void CountRefusal(Refusal reason) { refusals[static_cast<size_t>(reason)].fetch_add(1); }
 
   // Counts `status` when it is not OK.
   void CountStatus(const grpc::Status& status) {

@@ -8,8 +8,8 @@
 namespace oasr::server {
 namespace {
 
-// A day: beyond it the timeout guards nothing, and the value is likely a typo
-// of milliseconds.
+// A day: beyond it the timeout (or the stream duration) guards nothing, and
+// the value is likely a typo of milliseconds.
 constexpr double kMaxIdleTimeout = 86400.0;
 
 }  // namespace
@@ -52,9 +52,8 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("num_threads: ", num_threads, " is outside [1, 256]"));
   }
   if (!(rescoring_max_segment_seconds > 0 && rescoring_max_segment_seconds <= 3600)) {
-    return absl::InvalidArgumentError(absl::StrCat("rescoring_max_segment_seconds: ",
-                                                   rescoring_max_segment_seconds,
-                                                   " is outside (0, 3600]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rescoring_max_segment_seconds: ", rescoring_max_segment_seconds, " is outside (0, 3600]"));
   }
   if (frontend_threads < 0 || frontend_threads > 256) {
     return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
@@ -78,6 +77,33 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("keepalive_time_seconds, keepalive_timeout_seconds, min_client_ping_seconds: ",
                      keepalive_time_seconds, ", ", keepalive_timeout_seconds, ", ",
                      min_client_ping_seconds, " (each must be at least 1)"));
+  }
+  if (tls_cert.empty() != tls_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tls_cert, tls_key: '", tls_cert, "', '",
+                                                   tls_key, "' (give both or neither)"));
+  }
+  if (!tls_client_ca.empty() && tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "tls_client_ca: mutual TLS needs the server's own tls_cert and tls_key");
+  }
+  if (max_streams_per_token < 0 || max_streams_per_peer < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_streams_per_token, max_streams_per_peer: ", max_streams_per_token, ", ",
+                     max_streams_per_peer, " (each must be >= 0; 0: no limit)"));
+  }
+  if (max_streams_per_token > 0 && tokens_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("max_streams_per_token: ", max_streams_per_token,
+                                                   " needs a tokens_file to count by"));
+  }
+  if (!(max_stream_duration_seconds >= 0 && max_stream_duration_seconds <= kMaxIdleTimeout)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_stream_duration_seconds: ", max_stream_duration_seconds,
+                     " is outside [0, ", kMaxIdleTimeout, "] (0: no limit)"));
+  }
+  if (!(stream_open_rate >= 0 && stream_open_burst >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream_open_rate, stream_open_burst: ", stream_open_rate, ", ",
+                     stream_open_burst, " (each must be >= 0; 0: no limit / the default)"));
   }
   if (device != "auto") {
     absl::StatusOr<Device> parsed = ParseDevice(device);

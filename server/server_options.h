@@ -14,9 +14,12 @@ struct ServerOptions {
   std::string address = "0.0.0.0";
   // gRPC port; 0 picks a free port (reported in the log and in port_file).
   int port = 50051;
-  // Prometheus /metrics HTTP port on the same address; 0 picks a free port,
-  // -1 disables the endpoint.
+  // Prometheus /metrics HTTP port; 0 picks a free port, -1 disables the
+  // endpoint.
   int metrics_port = 8080;
+  // Address the metrics endpoint binds; empty: `address` (e.g. "127.0.0.1"
+  // keeps /metrics off the network while gRPC listens on every interface).
+  std::string metrics_address;
   // Model directory to serve; empty serves no model.
   std::string model_dir;
   // Inference device: "auto" (cuda:0 when a GPU is usable, else cpu), "cpu", "cuda:N".
@@ -87,6 +90,33 @@ struct ServerOptions {
   double stream_idle_timeout_seconds = 30.0;
 
   // Transport.
+  // TLS: the server's PEM certificate chain and private key (both or
+  // neither); with them the port speaks only TLS. tls_client_ca (PEM CA
+  // bundle, needs the two) asks every client for a certificate that chains
+  // to it (mutual TLS) and refuses the handshake without one. SIGHUP reloads
+  // the three files for new connections (server/tls_credentials.h).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+
+  // Authentication and limits (server/access_control.h). A tokens file
+  // makes every recognition and info call need `authorization: Bearer
+  // <token>` (health and reflection stay open); SIGHUP reloads it.
+  std::string tokens_file;
+  // Concurrent recognition calls (StreamingRecognize and Recognize, every
+  // API) one token may hold unless its line sets max_streams; 0: no limit.
+  int max_streams_per_token = 0;
+  // Concurrent recognition calls from one client IP address; 0: no limit.
+  int max_streams_per_peer = 0;
+  // Seconds of audio a stream may send; the stream then ends cleanly with
+  // its transcript so far and finish_reason "length"; 0: no limit.
+  double max_stream_duration_seconds = 0.0;
+  // Recognition calls the server opens per second (a token bucket of
+  // stream_open_burst, default the rate rounded up); above it they get
+  // RESOURCE_EXHAUSTED. 0: no limit.
+  double stream_open_rate = 0.0;
+  double stream_open_burst = 0.0;
+
   // Largest request message in bytes (gRPC answers RESOURCE_EXHAUSTED above).
   int max_message_bytes = 4 << 20;
   // Ping an idle connection after this many seconds, and drop it when the

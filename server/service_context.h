@@ -7,12 +7,9 @@
 #include <chrono>
 #include <functional>
 
+#include "server/access_control.h"
 #include "server/served_model.h"
 #include "server/server_metrics.h"
-
-namespace grpc {
-class CallbackServerContext;
-}
 
 namespace oasr::server {
 
@@ -38,11 +35,31 @@ struct ServiceContext {
   // its next message ends with OUT_OF_RANGE (ServerOptions'
   // stream_idle_timeout_seconds); zero disables the check.
   std::chrono::milliseconds stream_idle_timeout{30000};
+  // Tokens and limits every recognition and info call passes (not owned;
+  // set before the server starts); null admits every call.
+  CallAdmission* admission = nullptr;
+  // Seconds of audio a stream may send before it ends with finish_reason
+  // "length" (ServerOptions' max_stream_duration_seconds); 0: no limit.
+  double max_stream_duration_seconds = 0.0;
   // Test seam, empty in production: runs on the dispatcher with a streaming
   // call's lock held each time the call takes its engine stream's events,
   // before it drains them (tests/server/slow_call_test.cc makes one call's handling slow with
   // it). Set before the server starts; never changed while calls run.
   std::function<void(const grpc::CallbackServerContext& call)> on_stream_events_for_test;
 };
+
+// A call that opens no engine stream: OK, or UNAUTHENTICATED without a
+// valid token.
+inline grpc::Status AuthenticateCall(ServiceContext* context, const grpc::ServerContextBase& call) {
+  return context->admission == nullptr ? grpc::Status::OK : context->admission->Authenticate(call);
+}
+
+// A recognition call: OK with `*lease` holding its share of the limits, or
+// the refusal.
+inline grpc::Status AdmitStreamCall(ServiceContext* context, const grpc::ServerContextBase& call,
+                                    CallAdmission::Lease* lease) {
+  return context->admission == nullptr ? grpc::Status::OK
+                                       : context->admission->AdmitStream(call, lease);
+}
 
 }  // namespace oasr::server

@@ -30,10 +30,14 @@ SpeechService::SpeechService(std::string device, ServiceContext* context)
 grpc::ServerUnaryReactor* SpeechService::GetServerInfo(
     grpc::CallbackServerContext* context, const asr::v1::GetServerInfoRequest* /*request*/,
     asr::v1::ServerInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status status = AuthenticateCall(context_, *context); !status.ok()) {
+    reactor->Finish(status);
+    return reactor;
+  }
   FillBuildInfo(device_, response);
   response->set_uptime_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -52,10 +56,14 @@ grpc::ServerUnaryReactor* SpeechService::Recognize(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* SpeechService::ListModels(grpc::CallbackServerContext* context,
                                                     const asr::v1::ListModelsRequest* /*request*/,
                                                     asr::v1::ListModelsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status status = AuthenticateCall(context_, *context); !status.ok()) {
+    reactor->Finish(status);
+    return reactor;
+  }
   if (const ServedModel* model = context_->model.load(); model != nullptr) {
     *response->add_models() = model->info();
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

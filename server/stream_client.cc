@@ -5,6 +5,8 @@
 #include <mutex>
 #include <thread>
 
+#include "server/client_channel.h"
+
 namespace oasr::server {
 namespace {
 
@@ -22,6 +24,7 @@ StreamOutcome RunStream(asr::v1::Speech::Stub& stub, const std::vector<int16_t>&
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000)));
+  AddBearerToken(options.token, &context);
   auto call = stub.StreamingRecognize(&context);
   const int rate = options.config.config().sample_rate_hertz() > 0
                        ? options.config.config().sample_rate_hertz()

@@ -19,6 +19,7 @@ struct StreamClientOptions {
   int chunk_ms = 100;                          // Audio per message.
   bool realtime = true;                        // Pace the messages at the audio's rate.
   double timeout_s = 300.0;                    // Deadline of the whole call.
+  std::string token;                           // Bearer token; empty: none sent.
   // Called for every response as it arrives (on the reader thread).
   std::function<void(const asr::v1::StreamingRecognizeResponse&)> on_response;
 };

@@ -18,6 +18,13 @@ StreamingCall<Api>::StreamingCall(grpc::CallbackServerContext* call_context,
   context_->metrics.streaming_calls_active.fetch_add(1);
   context_->metrics.streaming_calls_total.fetch_add(1);
   std::lock_guard<std::recursive_mutex> lock(link_->mu);
+  if (grpc::Status admitted = AdmitStreamCall(context_, *call_context_, &lease_); !admitted.ok()) {
+    FailLocked(admitted);
+    return;
+  }
+  // Initial metadata now tells the client the call was admitted (a client
+  // may wait for it before sending audio).
+  this->StartSendInitialMetadata();
   MaybeReadLocked();
   if (context_->stream_idle_timeout.count() > 0) {
     ArmIdleAlarmLocked(context_->stream_idle_timeout);
@@ -104,7 +111,7 @@ void StreamingCall<Api>::OnReadDone(bool ok) {
                               "(which must carry streaming_config)"));
       return;
     }
-    if (!engine_done_) {
+    if (!engine_done_ && !duration_reached_) {
       // A read also fails when the client cancels, and OnCancel may come
       // after this: a cancelled call is freed now, not decoded to its end.
       if (call_context_->IsCancelled()) {
@@ -159,6 +166,10 @@ void StreamingCall<Api>::HandleConfigLocked() {
     return;
   }
   stream_ = std::move(*opened);
+  if (context_->max_stream_duration_seconds > 0) {
+    samples_left_ =
+        static_cast<int64_t>(context_->max_stream_duration_seconds * config_.request.sample_rate);
+  }
   spdlog::debug("stream {}: opened from {} ({} API, {} Hz, interim {}, single utterance {})",
                 stream_->id(), call_context_->peer(), Api::kName, config_.request.sample_rate,
                 config_.request.interim_results, config_.request.decode.single_utterance);
@@ -177,9 +188,26 @@ void StreamingCall<Api>::HandleAudioLocked(const absl::Status& decoded) {
     FailLocked(ToGrpcStatus(decoded));
     return;
   }
-  // After an endpoint ended a single utterance the rest is ignored.
-  if (engine_done_ || samples_.empty()) return;
-  absl::Status pushed = stream_->PushAudio(samples_);
+  // After an endpoint ended a single utterance (or the stream reached its
+  // duration) the rest is ignored.
+  if (engine_done_ || duration_reached_ || samples_.empty()) return;
+  PushAudioLocked();
+}
+
+template <typename Api>
+void StreamingCall<Api>::PushAudioLocked() {
+  const bool reaches = samples_left_ >= 0 && static_cast<int64_t>(samples_.size()) >= samples_left_;
+  if (reaches) samples_.resize(static_cast<size_t>(samples_left_));
+  if (samples_left_ >= 0) samples_left_ -= static_cast<int64_t>(samples_.size());
+  absl::Status pushed = samples_.empty() ? absl::OkStatus() : stream_->PushAudio(samples_);
+  if (reaches && pushed.ok()) {
+    // The transcript of the audio up to the limit, then "length" (the
+    // client may go on sending; it is read and dropped until the end).
+    duration_reached_ = true;
+    context_->metrics.streams_max_duration.fetch_add(1);
+    (void)stream_->EndAudio();
+    return;
+  }
   // RESOURCE_EXHAUSTED (buffer full) cancels the stream with that error; its
   // last event then ends the call with it. FAILED_PRECONDITION means the
   // engine ended the stream already (its last event is on the way).
@@ -234,6 +262,10 @@ void StreamingCall<Api>::PumpLocked() {
     }
     if (event.finish.has_value()) {
       engine_done_ = true;
+      // The audio ended because it reached --max-stream-duration.
+      if (duration_reached_ && *event.finish == scheduler::FinishReason::kStop) {
+        event.finish = scheduler::FinishReason::kLength;
+      }
       final_status_ = FinalStatus(event);
       if (response.results_size() == 0) {
         // The closing result carries finish_reason even with nothing to say.
@@ -258,6 +290,7 @@ void StreamingCall<Api>::PumpLocked() {
     if (engine_done_) {
       finished_ = true;
       context_->metrics.CountStatus(final_status_);
+      lease_.Release();
       this->Finish(final_status_);
     }
     return;
@@ -268,6 +301,7 @@ void StreamingCall<Api>::PumpLocked() {
   if (engine_done_ && pending_.empty()) {
     finished_ = true;
     context_->metrics.CountStatus(final_status_);
+    lease_.Release();
     this->StartWriteAndFinish(&response_, grpc::WriteOptions(), final_status_);
     return;
   }
@@ -298,6 +332,9 @@ void StreamingCall<Api>::FailLocked(const grpc::Status& status) {
                  static_cast<int>(status.error_code()));
   }
   context_->metrics.CountStatus(status);
+  // Released before the client can see the status, so a client that opens
+  // its next stream on seeing it is not refused for this one.
+  lease_.Release();
   this->Finish(status);
 }
 

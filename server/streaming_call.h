@@ -148,6 +148,9 @@ class StreamingCall final
   // The idle alarm fired: ends an idle stream with OUT_OF_RANGE, or re-arms.
   void CheckIdleLocked();
   grpc::Status FinalStatus(const scheduler::StreamEvent& event) const;
+  // Pushes the decoded audio, cut at the stream's duration limit; the stream
+  // that reaches it gets EndAudio and will finish with "length".
+  void PushAudioLocked();
 
   grpc::CallbackServerContext* const call_context_;
   ServiceContext* const context_;
@@ -160,6 +163,14 @@ class StreamingCall final
   std::unique_ptr<scheduler::EngineStream> stream_;
   std::vector<int16_t> samples_;  // Scratch for decoded audio (the read's alone).
   grpc::Status final_status_;
+  // The call's share of the tokens' and peers' limits, held until it is done.
+  CallAdmission::Lease lease_;
+  // Samples (at the client's rate) the stream may still push before
+  // --max-stream-duration; negative: no limit.
+  int64_t samples_left_ = -1;
+  // The stream reached --max-stream-duration: its audio is ended, the rest
+  // ignored, and its finish_reason is "length".
+  bool duration_reached_ = false;
   // Null when the idle timeout is off; one alarm pending at a time.
   std::unique_ptr<grpc::Alarm> idle_alarm_;
   // When the read in flight was started: the client has been silent since.

@@ -47,6 +47,17 @@ TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
       {[](ServerOptions& o) { o.stream_idle_timeout_seconds = 1e6; },
        "stream_idle_timeout_seconds: 1e+06"},
       {[](ServerOptions& o) { o.keepalive_timeout_seconds = 0; }, "keepalive_timeout_seconds"},
+      {[](ServerOptions& o) { o.tls_cert = "cert.pem"; }, "tls_cert, tls_key: 'cert.pem', ''"},
+      {[](ServerOptions& o) { o.tls_key = "key.pem"; }, "give both or neither"},
+      {[](ServerOptions& o) { o.tls_client_ca = "ca.pem"; }, "tls_client_ca: mutual TLS needs"},
+      {[](ServerOptions& o) { o.max_streams_per_peer = -1; }, "max_streams_per_peer: 0, -1"},
+      {[](ServerOptions& o) { o.max_streams_per_token = 2; },
+       "max_streams_per_token: 2 needs a tokens_file"},
+      {[](ServerOptions& o) { o.max_stream_duration_seconds = -1; },
+       "max_stream_duration_seconds: -1"},
+      {[](ServerOptions& o) { o.stream_open_rate = -0.5; },
+       "stream_open_rate, stream_open_burst: -0.5"},
+      {[](ServerOptions& o) { o.stream_open_burst = std::nan(""); }, "stream_open_burst: 0, nan"},
   };
   for (const Case& c : cases) {
     ServerOptions options;

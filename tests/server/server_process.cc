@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "nlohmann/json.hpp"
 
 namespace oasr::testing {
@@ -26,6 +27,25 @@ std::pair<int, std::string> RunCommand(const std::string& command) {
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::set<std::string> ReflectedServices(const std::shared_ptr<grpc::Channel>& channel,
+                                        grpc::Status* status) {
+  namespace reflection = grpc::reflection::v1alpha;
+  auto stub = reflection::ServerReflection::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub->ServerReflectionInfo(&context);
+  reflection::ServerReflectionRequest request;
+  request.set_list_services("");
+  reflection::ServerReflectionResponse response;
+  std::set<std::string> services;
+  if (stream->Write(request) && stream->Read(&response)) {
+    for (const auto& s : response.list_services_response().service()) services.insert(s.name());
+  }
+  stream->WritesDone();
+  *status = stream->Finish();
+  return services;
 }
 
 bool ServerProcess::Start(const std::string& binary, const std::vector<std::string>& extra_args,
@@ -123,6 +143,20 @@ std::string ServerProcess::ReadLog() const {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+int ServerProcess::CountInLog(const std::string& what) const {
+  const std::string log = ReadLog();
+  int n = 0;
+  for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+  return n;
+}
+
+bool ServerProcess::WaitForLog(const std::string& what, int times) const {
+  for (int i = 0; i < 500 && CountInLog(what) < times; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return CountInLog(what) >= times;
 }
 
 }  // namespace oasr::testing

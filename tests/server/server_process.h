@@ -1,8 +1,11 @@
 // Test helper: runs oasr-server as a child process on loopback.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
+#include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +15,11 @@ namespace oasr::testing {
 // Runs `command` through the shell; returns (exit code, stdout), exit code -1
 // when it did not exit normally.
 std::pair<int, std::string> RunCommand(const std::string& command);
+
+// The services reflection lists on `channel` (deadline 10 s); empty, with
+// `*status` saying why, when the call fails.
+std::set<std::string> ReflectedServices(const std::shared_ptr<grpc::Channel>& channel,
+                                        grpc::Status* status);
 
 class ServerProcess {
  public:
@@ -33,6 +41,10 @@ class ServerProcess {
   std::string grpc_target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   const std::string& log_path() const { return log_path_; }
   std::string ReadLog() const;
+  // How often `what` occurs in the log.
+  int CountInLog(const std::string& what) const;
+  // Waits (bounded, 10 s) until `what` occurs `times` times in the log.
+  bool WaitForLog(const std::string& what, int times = 1) const;
   const std::string& error() const { return error_; }
 
  private:

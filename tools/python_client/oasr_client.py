@@ -10,6 +10,8 @@ the repository.
     python3 tools/python_client/oasr_client.py stream audio.wav --words
     python3 tools/python_client/oasr_client.py stream audio.wav --json   # one JSON line per response
     python3 tools/python_client/oasr_client.py recognize audio.wav
+    OASR_TOKEN=secret python3 tools/python_client/oasr_client.py --tls-ca ca.pem \
+        --server asr.example.com:50051 stream audio.wav          # TLS and a bearer token
 
 Exit status: 0 when the call ended with OK, 1 otherwise (the status is
 printed on stderr, and in the summary line with --json).
@@ -75,6 +77,32 @@ def to_json(pb2_message):
     return json_format.MessageToDict(pb2_message, preserving_proto_field_name=True)
 
 
+def call_metadata(args):
+    """The bearer token of --token / OASR_TOKEN as gRPC metadata."""
+    return [("authorization", "Bearer " + args.token)] if args.token else None
+
+
+def open_channel(grpc, args):
+    """A plaintext channel, or TLS when any --tls option is given."""
+    tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
+    if not tls:
+        return grpc.insecure_channel(args.server)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("oasr_client: --tls-cert and --tls-key: give both (or neither)")
+
+    def read(path):
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=read(args.tls_ca),
+                                               private_key=read(args.tls_key),
+                                               certificate_chain=read(args.tls_cert))
+    options = [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
+    return grpc.secure_channel(args.server, credentials, options=options)
+
+
 def run_stream(stub, pb2, args):
     pcm, rate = read_audio(args.file, args.rate)
     step = max(2, int(rate * args.chunk_ms / 1000) * 2)
@@ -95,7 +123,8 @@ def run_stream(stub, pb2, args):
     status = "OK"
     message = ""
     try:
-        for response in stub.StreamingRecognize(requests(), timeout=args.timeout):
+        for response in stub.StreamingRecognize(requests(), timeout=args.timeout,
+                                                metadata=call_metadata(args)):
             if args.json:
                 print(json.dumps({"response": to_json(response)}), flush=True)
             for result in response.results:
@@ -133,7 +162,7 @@ def run_recognize(stub, pb2, args):
         config.encoding = pb2.WAV
     try:
         response = stub.Recognize(pb2.RecognizeRequest(config=config, audio=audio),
-                                  timeout=args.timeout)
+                                  timeout=args.timeout, metadata=call_metadata(args))
     except Exception as error:  # grpc.RpcError
         print("Recognize failed: %s: %s" % (error.code().name, error.details()), file=sys.stderr)
         return 1
@@ -142,7 +171,14 @@ def run_recognize(stub, pb2, args):
 
 
 def run_models(stub, pb2, args):
-    response = stub.ListModels(pb2.ListModelsRequest(), timeout=args.timeout)
+    try:
+        response = stub.ListModels(pb2.ListModelsRequest(), timeout=args.timeout,
+                                   metadata=call_metadata(args))
+    except Exception as error:  # grpc.RpcError
+        status = error.code().name if hasattr(error, "code") else "UNKNOWN"
+        message = error.details() if hasattr(error, "details") else str(error)
+        print("ListModels failed: %s: %s" % (status, message), file=sys.stderr)
+        return 1
     print(json.dumps(to_json(response), indent=None if args.json else 2))
     return 0
 
@@ -154,6 +190,17 @@ def main(argv=None):
                         help="where to generate the stubs (default: a temporary folder)")
     parser.add_argument("--timeout", type=float, default=600.0, help="deadline per call, seconds")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--tls", action="store_true",
+                        help="connect with TLS (implied by the other --tls options)")
+    parser.add_argument("--tls-ca", default="",
+                        help="PEM CA bundle the server's certificate must chain to "
+                             "(default: the system's)")
+    parser.add_argument("--tls-cert", default="", help="PEM client certificate for mutual TLS")
+    parser.add_argument("--tls-key", default="", help="PEM private key of --tls-cert")
+    parser.add_argument("--tls-server-name", default="",
+                        help="name to check the server's certificate against")
+    parser.add_argument("--token", default=os.environ.get("OASR_TOKEN", ""),
+                        help="bearer token (default: $OASR_TOKEN, which keeps it out of ps)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("stream", "recognize"):
         p = sub.add_parser(name)
@@ -175,7 +222,7 @@ def main(argv=None):
     stubs_dir = args.stubs_dir or tempfile.mkdtemp(prefix="oasr-stubs-")
     pb2, pb2_grpc = load_stubs(stubs_dir)
     import grpc  # pylint: disable=import-outside-toplevel
-    with grpc.insecure_channel(args.server) as channel:
+    with open_channel(grpc, args) as channel:
         stub = pb2_grpc.SpeechStub(channel)
         if args.command == "stream":
             return run_stream(stub, pb2, args)
