@@ -238,7 +238,8 @@ absl::StatusOr<Tensor> SafetensorsReader::ReadFloat32(const std::string& name) c
   const int64_t n = entry->shape.numel();
   switch (entry->dtype) {
     case DType::kFloat32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      // An empty tensor in a file with no data section has a null source.
+      if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       break;
     case DType::kFloat16:
     case DType::kBFloat16:

@@ -90,6 +90,14 @@ TEST(SafetensorsReaderTest, RejectsCorruptFiles) {
     EXPECT_THAT(std::string(SafetensorsReader::Open(path).status().message()),
                 HasSubstr("has too many elements"));
   }
+  // Found by tests/fuzz (safetensors): an empty tensor in a file without a
+  // data section was read with memcpy from a null pointer.
+  WriteSafetensors(path, {{"e", RawTensor{"F32", {0, 3}, ""}}});
+  auto empty = SafetensorsReader::Open(path);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  auto e = (*empty)->ReadFloat32("e");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->numel(), 0);
 }
 
 // A file split at arbitrary byte boundaries (inside the header length, the
