@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 dir=${FUZZ_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
-timeout=${FUZZ_TIMEOUT:-10}
+timeout=${FUZZ_TIMEOUT:-25}
 rss_mb=${FUZZ_RSS_MB:-2048}
 cores=$(nproc)
 jobs=${FUZZ_JOBS:-$(( cores < 2 ? 1 : 2 ))}
