@@ -33,21 +33,6 @@ void DecodeRuns(std::span<decoder::DecoderState* const> states, std::span<absl::
 
 }  // namespace
 
-void ForEachPart(ThreadPool& pool, size_t n, size_t min_rows, int parts_per_thread,
-                 const std::function<void(size_t begin, size_t end)>& fn) {
-  const size_t parts =
-      n < 2 * min_rows || pool.threads() == 1
-          ? 1
-          : std::min<size_t>(n / min_rows, static_cast<size_t>(parts_per_thread) * pool.threads());
-  if (parts == 1) {
-    if (n > 0) fn(0, n);
-    return;
-  }
-  pool.ParallelFor(static_cast<int64_t>(parts), [&](int64_t part) {
-    fn(n * part / parts, n * (part + 1) / parts);
-  });
-}
-
 absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
                           std::span<decoder::DecoderState* const> states,
                           std::span<const int32_t> num_frames, const TensorView& log_probs,

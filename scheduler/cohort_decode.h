@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include <functional>
+#include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,9 +27,22 @@ inline constexpr size_t kMinLightRowsPerPart = 8;
 
 // Calls fn(begin, end) over [0, n) in contiguous parts: one part (on the
 // caller) below 2 x min_rows rows or on a one-thread pool, else n / min_rows
-// parts, at most parts_per_thread per thread, spread over the pool.
-void ForEachPart(ThreadPool& pool, size_t n, size_t min_rows, int parts_per_thread,
-                 const std::function<void(size_t begin, size_t end)>& fn);
+// parts, at most parts_per_thread per thread, spread over the pool. A single
+// part is a plain call: a steady-state tick allocates nothing.
+template <typename Fn>
+void ForEachPart(ThreadPool& pool, size_t n, size_t min_rows, int parts_per_thread, const Fn& fn) {
+  const size_t parts =
+      n < 2 * min_rows || pool.threads() == 1
+          ? 1
+          : std::min<size_t>(n / min_rows, static_cast<size_t>(parts_per_thread) * pool.threads());
+  if (parts == 1) {
+    if (n > 0) fn(size_t{0}, n);
+    return;
+  }
+  pool.ParallelFor(static_cast<int64_t>(parts), [&](int64_t part) {
+    fn(n * static_cast<size_t>(part) / parts, n * static_cast<size_t>(part + 1) / parts);
+  });
+}
 
 // Decodes row i's num_frames[i] frames of `log_probs` into states[i].
 //
