@@ -4,8 +4,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "decoder/context_graph.h"
+#include "decoder/phrase_tokenizer.h"
 #include "server/served_model.h"
 
 namespace oasr::server {
@@ -46,19 +48,45 @@ absl::Status ParseEndpointing(const asr::v1::EndpointingConfig& in, decoder::End
 
 absl::Status ParseContexts(const asr::v1::RecognitionConfig& config, const ServedModel& model,
                            decoder::StreamOptions* options) {
-  std::vector<decoder::TextPhrase> phrases;
+  // The graph's limits are checked here, so that a refusal names the
+  // request's field: the graph numbers the phrases of all contexts as one
+  // list ("phrases[4999]" for speech_contexts[1].phrases[0]).
+  const decoder::ContextGraphConfig limits;
+  int64_t count = 0;
+  for (const asr::v1::SpeechContext& context : config.speech_contexts()) {
+    count += context.phrases_size();
+  }
+  if (count > limits.max_phrases) {
+    return Invalid(absl::StrCat("speech_contexts: ", count, " phrases in all contexts, more than ",
+                                limits.max_phrases));
+  }
+  std::vector<decoder::TokenPhrase> phrases;
   for (int c = 0; c < config.speech_contexts_size(); ++c) {
     const asr::v1::SpeechContext& context = config.speech_contexts(c);
     const float boost = context.boost() == 0.0f ? kDefaultBoost : context.boost();
-    if (!std::isfinite(boost) || boost < 0.0f) {
-      return Invalid(absl::StrCat("speech_contexts[", c, "].boost: ", context.boost(),
-                                  " must be positive (0 keeps the default ", kDefaultBoost, ")"));
+    if (!std::isfinite(boost) || boost < 0.0f || boost > limits.max_boost) {
+      return Invalid(
+          absl::StrFormat("speech_contexts[%d].boost: %.9g is outside (0, %g] (0 keeps "
+                          "the default %g)",
+                          c, context.boost(), limits.max_boost, kDefaultBoost));
     }
-    for (const std::string& text : context.phrases()) phrases.push_back({text, boost});
+    for (int i = 0; i < context.phrases_size(); ++i) {
+      absl::StatusOr<std::vector<int32_t>> tokens =
+          decoder::TokenizePhrase(context.phrases(i), model.units());
+      if (!tokens.ok()) {
+        return Invalid(absl::StrCat("speech_contexts[", c, "].phrases[", i,
+                                    "]: ", std::string(tokens.status().message())));
+      }
+      if (static_cast<int64_t>(tokens->size()) > limits.max_phrase_tokens) {
+        return Invalid(absl::StrCat("speech_contexts[", c, "].phrases[", i, "]: ", tokens->size(),
+                                    " units, more than ", limits.max_phrase_tokens));
+      }
+      phrases.push_back({std::move(*tokens), boost});
+    }
   }
   if (phrases.empty()) return absl::OkStatus();
   absl::StatusOr<std::shared_ptr<const decoder::ContextGraph>> graph =
-      decoder::ContextGraph::BuildFromText(phrases, model.units());
+      decoder::ContextGraph::Build(phrases, model.units().size(), limits);
   if (!graph.ok()) {
     return Invalid(absl::StrCat("speech_contexts: ", std::string(graph.status().message())));
   }
