@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "google/cloud/speech/v1/speech.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -44,7 +46,25 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-// The certificates of make_test_certs.sh, made once per test program; empty
+// A folder of this test process's own: ctest runs every case as a process of
+// its own, in parallel, so no two may share a path.
+// Each is removed when the process ends.
+std::string ProcessTempDir(const std::string& name) {
+  struct Folders {
+    ~Folders() {
+      std::error_code ignored;
+      for (const std::string& dir : made) std::filesystem::remove_all(dir, ignored);
+    }
+    std::vector<std::string> made;
+  };
+  static Folders folders;
+  const std::string dir = ::testing::TempDir() + "/" + name + "-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  folders.made.push_back(dir);
+  return dir;
+}
+
+// The certificates of make_test_certs.sh, made once per test process; empty
 // (and `*why` set) when they cannot be made.
 const std::string& CertDir(std::string* why) {
   static std::string reason;
@@ -53,8 +73,7 @@ const std::string& CertDir(std::string* why) {
       reason = "the openssl CLI is not installed (it makes the test certificates)";
       return std::string();
     }
-    const std::string out = ::testing::TempDir() + "/oasr-security-certs";
-    std::filesystem::remove_all(out);
+    const std::string out = ProcessTempDir("oasr-security-certs");
     auto [code, log] = RunCommand("sh " + std::string(OASR_SOURCE_DIR) +
                                   "/tests/server/make_test_certs.sh " + out + " 2>&1");
     if (code != 0) {
@@ -308,7 +327,7 @@ class TokensTest : public SecurityTest {
   void SetUp() override {
     SecurityTest::SetUp();
     if (IsSkipped()) return;
-    tokens_file_ = ::testing::TempDir() + "/oasr-tokens.txt";
+    tokens_file_ = ProcessTempDir("oasr-tokens") + "/tokens.txt";
     std::ofstream(tokens_file_) << "# test tokens\n"
                                 << kAliceToken << " name=alice max_streams=1\n\n"
                                 << "sha256:" << HashOf(kBobToken) << " name=bob\n";
@@ -522,8 +541,7 @@ class ModelSecurityTest : public SecurityTest {};
 
 TEST_F(ModelSecurityTest, SighupServesTheNewCertificateWhileAnOpenStreamKeepsRunning) {
   // The server reads copies the test replaces.
-  const std::string dir = ::testing::TempDir() + "/oasr-reload-certs";
-  std::filesystem::create_directories(dir);
+  const std::string dir = ProcessTempDir("oasr-reload-certs");
   const std::string cert = dir + "/tls.pem", key = dir + "/tls.key";
   auto install = [&](const std::string& cert_from, const std::string& key_from) {
     // Written beside, then renamed: the server never reads half a file.
