@@ -12,6 +12,10 @@ absl::Status FeaturePipelineOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "FeaturePipelineOptions.sample_rate=", sample_rate, " is outside [8000, 48000] Hz"));
   }
+  if (tail_padding_samples < 0 || tail_padding_samples > 16000) {
+    return absl::InvalidArgumentError(absl::StrCat("FeaturePipelineOptions.tail_padding_samples=",
+                                                   tail_padding_samples, " is outside [0, 16000]"));
+  }
   return absl::OkStatus();
 }
 
@@ -24,7 +28,8 @@ absl::StatusOr<std::unique_ptr<FeaturePipeline>> FeaturePipeline::Create(
   }
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<Resampler> resampler,
                         Resampler::Create(options.sample_rate, Fbank::kSampleRate));
-  return std::unique_ptr<FeaturePipeline>(new FeaturePipeline(std::move(resampler), cmvn));
+  return std::unique_ptr<FeaturePipeline>(
+      new FeaturePipeline(std::move(resampler), cmvn, options.tail_padding_samples));
 }
 
 absl::Status FeaturePipeline::AcceptWaveform(const float* samples, int64_t n) {
@@ -45,6 +50,7 @@ absl::Status FeaturePipeline::InputFinished() {
   if (finished_) return absl::OkStatus();
   resampled_.clear();
   OASR_RETURN_IF_ERROR(resampler_->Flush(&resampled_));
+  resampled_.resize(resampled_.size() + static_cast<size_t>(tail_padding_samples_), 0.0f);
   AddResampled(resampled_);
   finished_ = true;
   return absl::OkStatus();

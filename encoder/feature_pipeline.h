@@ -21,6 +21,11 @@ namespace oasr::encoder {
 
 struct FeaturePipelineOptions {
   int sample_rate = 16000;  // Input rate in Hz, [8000, 48000].
+  // Zeros (16 kHz samples, [0, 16000]) appended at InputFinished so that the
+  // last real samples complete an fbank window and reach an encoder frame
+  // instead of being dropped (what WindowSamples of the model's right
+  // context says; 0: none, the audio's tail shorter than that is lost).
+  int tail_padding_samples = 0;
   absl::Status Validate() const;
 };
 
@@ -37,7 +42,8 @@ class FeaturePipeline final : public FeatureSource {
   absl::Status AcceptWaveform(const float* samples, int64_t n);
   absl::Status AcceptPcm16(const int16_t* samples, int64_t n) override;
 
-  // No more audio: flushes the resampler's tail into frames.
+  // No more audio: flushes the resampler's tail and the tail padding into
+  // frames.
   absl::Status InputFinished() override;
   bool input_finished() const { return finished_; }
 
@@ -49,18 +55,22 @@ class FeaturePipeline final : public FeatureSource {
   void DiscardRowsBefore(int64_t row) override;
 
  private:
-  FeaturePipeline(std::unique_ptr<Resampler> resampler, const GlobalCmvn* cmvn)
-      : resampler_(std::move(resampler)), cmvn_(cmvn) {}
+  FeaturePipeline(std::unique_ptr<Resampler> resampler, const GlobalCmvn* cmvn,
+                  int tail_padding_samples)
+      : resampler_(std::move(resampler)),
+        cmvn_(cmvn),
+        tail_padding_samples_(tail_padding_samples) {}
 
   // Appends 16 kHz samples (int16 range) and computes every complete frame.
   void AddResampled(const std::vector<float>& samples);
 
   std::unique_ptr<Resampler> resampler_;
   const GlobalCmvn* cmvn_;
+  int tail_padding_samples_;
   Fbank fbank_;
-  std::vector<float> pending_;     // 16 kHz samples from the next frame's start on.
-  std::vector<float> resampled_;   // Scratch.
-  std::vector<float> pcm_;         // Scratch of AcceptPcm16.
+  std::vector<float> pending_;    // 16 kHz samples from the next frame's start on.
+  std::vector<float> resampled_;  // Scratch.
+  std::vector<float> pcm_;        // Scratch of AcceptPcm16.
   FrameBuffer frames_{Fbank::kNumBins};
   bool finished_ = false;
 };

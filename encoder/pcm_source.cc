@@ -15,7 +15,8 @@ absl::StatusOr<std::unique_ptr<PcmSource>> PcmSource::Create(
   OASR_RETURN_IF_ERROR(options.Validate());
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<Resampler> resampler,
                         Resampler::Create(options.sample_rate, Fbank::kSampleRate));
-  return std::unique_ptr<PcmSource>(new PcmSource(std::move(resampler)));
+  return std::unique_ptr<PcmSource>(
+      new PcmSource(std::move(resampler), options.tail_padding_samples));
 }
 
 absl::Status PcmSource::AcceptPcm16(const int16_t* samples, int64_t n) {
@@ -42,6 +43,7 @@ absl::Status PcmSource::InputFinished() {
   OASR_RETURN_IF_ERROR(resampler_->Flush(&resampled_));
   AddSamples(static_cast<int64_t>(resampled_.size()),
              [this](int64_t i) { return resampled_[i] * 32768.0f; });
+  AddSamples(tail_padding_samples_, [](int64_t) { return 0.0f; });
   finished_ = true;
   return absl::OkStatus();
 }

@@ -32,7 +32,8 @@ class PcmSource final : public FeatureSource {
 
   RowLayout layout() const override { return kLayout; }
   absl::Status AcceptPcm16(const int16_t* samples, int64_t n) override;
-  // Flushes the resampler's tail; a last partial row (under 5 ms, less than
+  // Flushes the resampler's tail and the tail padding (options'
+  // tail_padding_samples zeros); a last partial row (under 5 ms, less than
   // any frame needs) is dropped, as the fbank drops a partial frame.
   absl::Status InputFinished() override;
   int64_t NumRowsReady() const override { return rows_.end(); }
@@ -40,13 +41,15 @@ class PcmSource final : public FeatureSource {
   void DiscardRowsBefore(int64_t row) override { rows_.DiscardBefore(row); }
 
  private:
-  explicit PcmSource(std::unique_ptr<Resampler> resampler) : resampler_(std::move(resampler)) {}
+  PcmSource(std::unique_ptr<Resampler> resampler, int tail_padding_samples)
+      : resampler_(std::move(resampler)), tail_padding_samples_(tail_padding_samples) {}
   // Appends n samples (sample(i): a 16 kHz sample in int16 range) to the
   // rows: whole rows straight into rows_, the rest pending.
   template <typename Sample>
   void AddSamples(int64_t n, const Sample& sample);
 
   std::unique_ptr<Resampler> resampler_;
+  int tail_padding_samples_;
   std::vector<float> pcm_;        // Scratch: the input as floats in [-1, 1) (resampling only).
   std::vector<float> resampled_;  // Scratch.
   std::vector<float> pending_;    // 16 kHz samples short of a whole row.

@@ -54,6 +54,8 @@ class ConformerStreamingModel final : public StreamingModel {
   encoder::ConformerEncoder& encoder() const { return *encoder_; }
 
  private:
+  // 16 kHz zeros the front ends append at the end of a stream.
+  int TailPaddingSamples() const;
   ConformerStreamingModel(std::unique_ptr<ExecutionContext> ctx,
                           std::unique_ptr<encoder::ConformerModel> model);
 

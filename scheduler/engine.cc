@@ -8,10 +8,10 @@
 #include "cache/pool_sizing.h"
 #include "common/check.h"
 #include "encoder/pcm_source.h"
+#include "kernels/softmax.h"
 #include "scheduler/cohort_decode.h"
 #include "scheduler/engine_internal.h"
 #include "scheduler/nbest_rescoring.h"
-#include "kernels/softmax.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::scheduler {
@@ -123,11 +123,11 @@ absl::Status Engine::Init() {
     candidates_.emplace(std::move(*candidates));
   }
   // Whole log-probs are staged through the host workspace only without them.
-  const size_t host_bytes = ctx_->is_cuda() && !candidates_.has_value()
-                                ? static_cast<size_t>(capacity) * g.chunk_size * g.vocab_size *
-                                          sizeof(float) +
-                                      Arena::kAlignment
-                                : 0;
+  const size_t host_bytes =
+      ctx_->is_cuda() && !candidates_.has_value()
+          ? static_cast<size_t>(capacity) * g.chunk_size * g.vocab_size * sizeof(float) +
+                Arena::kAlignment
+          : 0;
   if (absl::Status s = ctx_->ReserveWorkspace(model_->WorkspaceBytes(capacity), host_bytes);
       !s.ok()) {
     return s;
@@ -141,8 +141,8 @@ absl::Status Engine::Init() {
       (config_.front_end == FrontEnd::kAuto && ctx_->is_cuda() && model_->has_device_front_end());
   const int64_t pcm_stride =
       device_front_end_ ? encoder::PcmSource::WindowSamples(window_frames_) : 0;
-  absl::StatusOr<std::unique_ptr<CohortStaging>> staging = CohortStaging::Create(
-      capacity, window_frames_, g.feature_dim, ctx_->device(), pcm_stride);
+  absl::StatusOr<std::unique_ptr<CohortStaging>> staging =
+      CohortStaging::Create(capacity, window_frames_, g.feature_dim, ctx_->device(), pcm_stride);
   if (!staging.ok()) return staging.status();
   staging_ = std::move(*staging);
   absl::StatusOr<Tensor> log_probs =
@@ -150,8 +150,8 @@ absl::Status Engine::Init() {
   if (!log_probs.ok()) return log_probs.status();
   log_probs_ = std::move(*log_probs);
   if (rescorer_ != nullptr) {
-    absl::StatusOr<Tensor> encoder_out = Tensor::Empty(
-        {capacity, g.chunk_size, g.encoder_dim}, DType::kFloat32, ctx_->device());
+    absl::StatusOr<Tensor> encoder_out =
+        Tensor::Empty({capacity, g.chunk_size, g.encoder_dim}, DType::kFloat32, ctx_->device());
     if (!encoder_out.ok()) return encoder_out.status();
     encoder_out_ = std::move(*encoder_out);
     absl::StatusOr<SegmentMemory> memory =
@@ -184,8 +184,8 @@ absl::Status Engine::Init() {
   if (!attention.ok()) return attention.status();
   attention_ = std::move(*attention);
   if (pad_lanes > 0) pad_slot_ = attention_->pad_lane_slot(0);
-  absl::StatusOr<std::unique_ptr<cache::SlotStateCache>> states = cache::SlotStateCache::Create(
-      model_->StreamStates(), capacity + pad_lanes, ctx_->device());
+  absl::StatusOr<std::unique_ptr<cache::SlotStateCache>> states =
+      cache::SlotStateCache::Create(model_->StreamStates(), capacity + pad_lanes, ctx_->device());
   if (!states.ok()) return states.status();
   states_ = std::move(*states);
   for (int i = 0; i < states_->num_specs(); ++i) state_views_.push_back(states_->buffer(i));
@@ -209,8 +209,8 @@ absl::Status Engine::Init() {
   ready_now_.reserve(capacity);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
   stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
-  overlap_ = ctx_->is_cuda() && config_.overlap_ticks && candidates_.has_value() &&
-             rescorer_ == nullptr;
+  overlap_ =
+      ctx_->is_cuda() && config_.overlap_ticks && candidates_.has_value() && rescorer_ == nullptr;
   inflight_.reserve(capacity);
   if (pad_slot_ >= 0) {
     if (absl::Status s = CaptureGraphs(); !s.ok()) return s;
@@ -234,23 +234,24 @@ absl::Status Engine::CaptureGraphs() {
     if (absl::Status s = staging_->Upload(width, stream); !s.ok()) return s;
     const CohortPlan plan = Plan(width);
     if (absl::Status s = EnqueueForward(plan); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("CUDA graph warm-up of ", width, " rows: ",
-                                                 s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("CUDA graph warm-up of ", width, " rows: ", s.message()));
     }
     absl::StatusOr<CudaGraph> graph =
         CudaGraph::Capture(stream, [&] { return EnqueueForward(plan); });
     if (!graph.ok()) {
-      return absl::Status(graph.status().code(),
-                          absl::StrCat("CUDA graph capture of ", width, " rows: ",
-                                       graph.status().message(), " (--no-cuda-graphs runs eagerly)"));
+      return absl::Status(graph.status().code(), absl::StrCat("CUDA graph capture of ", width,
+                                                              " rows: ", graph.status().message(),
+                                                              " (--no-cuda-graphs runs eagerly)"));
     }
     nodes += graph->num_nodes();
     graphs_.push_back(std::move(*graph));
   }
   if (absl::Status s = ctx_->Synchronize(); !s.ok()) return s;
-  spdlog::info("captured {} CUDA graphs of the cohort forward (widths 1 to {}, {} nodes) in {:.0f} ms",
-               graphs_.size(), capacity, nodes,
-               std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  spdlog::info(
+      "captured {} CUDA graphs of the cohort forward (widths 1 to {}, {} nodes) in {:.0f} ms",
+      graphs_.size(), capacity, nodes,
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   return absl::OkStatus();
 }
 
@@ -650,7 +651,7 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   event.results = std::move(results);
   event.finish = reason;
   event.error = std::move(error);
-  event.audio_processed_s = FramesToSeconds(s.offset);
+  event.audio_processed_s = ProcessedSeconds(s);
   if (s.decoder_state != nullptr) {
     decoder::DecoderState& state = *s.decoder_state;
     if (reason == FinishReason::kStop || reason == FinishReason::kLength ||
@@ -659,11 +660,11 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
       (void)decoder_->FinalizeStream(state);
     }
     std::vector<decoder::DecodeResult> finals = decoder_->TakeFinalResults(state);
-    CompleteFinals(s, finals,
-                   reason != FinishReason::kCancelled && reason != FinishReason::kError);
+    CompleteFinals(s, finals, reason != FinishReason::kCancelled && reason != FinishReason::kError);
     for (decoder::DecodeResult& r : finals) event.results.push_back(std::move(r));
     decoder_states_->Release(std::move(s.decoder_state));
   }
+  ClampToAudio(s, &event.results);
   if (s.context.has_value()) {
     absl::Status freed = s.context->Free();
     OASR_CHECK(freed.ok(), std::string(freed.message()));
@@ -703,8 +704,7 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   streams_.erase(s.id);  // Destroys s.
 }
 
-void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals,
-                            bool rescore) {
+void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals, bool rescore) {
   if (!s.rescoring || finals.empty()) return;
   ScopedNanos timer(stats_.rescoring_ns);
   const int slot = s.context.has_value() ? s.context->slot() : -1;
@@ -717,8 +717,8 @@ void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& final
       absl::Status status = RescoreResult(*rescorer_, weights, memory, r.end_frame - r.start_frame,
                                           static_cast<size_t>(s.nbest), &r);
       rescored = status.ok();
-      if (!status.ok()) spdlog::warn("stream {}: attention rescoring failed: {}", s.id,
-                                     status.ToString());
+      if (!status.ok())
+        spdlog::warn("stream {}: attention rescoring failed: {}", s.id, status.ToString());
     }
     if (rescored) {
       stats_.segments_rescored.fetch_add(1, std::memory_order_relaxed);
@@ -732,10 +732,36 @@ void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& final
   }
 }
 
+double Engine::ProcessedSeconds(const Stream& s) const {
+  const double sent =
+      static_cast<double>(s.shared->samples_pushed.load(std::memory_order_relaxed)) / s.sample_rate;
+  return std::min(FramesToSeconds(s.offset), sent);
+}
+
+void Engine::ClampToAudio(const Stream& s, std::vector<decoder::DecodeResult>* results) const {
+  const auto limit = static_cast<int64_t>(std::floor(
+      1000.0 * static_cast<double>(s.shared->samples_pushed.load(std::memory_order_relaxed)) /
+      s.sample_rate));
+  if (FramesToSeconds(s.offset) * 1000.0 <= static_cast<double>(limit)) return;
+  for (decoder::DecodeResult& r : *results) {
+    r.start_ms = std::min(r.start_ms, limit);
+    r.end_ms = std::min(r.end_ms, limit);
+    for (decoder::Hypothesis& h : r.nbest) {
+      for (decoder::WordResult& w : h.words) {
+        w.start_ms = std::min(w.start_ms, limit);
+        w.end_ms = std::min(w.end_ms, limit);
+      }
+    }
+  }
+}
+
 void Engine::UpdateGauges() {
   stats_.streams_active = static_cast<int64_t>(active_.size());
   stats_.streams_waiting = static_cast<int64_t>(waiting_.size());
   stats_.pool_blocks_used = cache_config_.max_num_blocks - pool_->num_free_blocks();
+  stats_.slots_total = slots_->capacity();
+  stats_.slots_used = slots_->capacity() - slots_->num_free();
+  stats_.decoder_states_in_use = decoder_states_->num_in_use();
 }
 
 }  // namespace oasr::scheduler

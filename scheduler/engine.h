@@ -37,8 +37,8 @@
 #include "cache/slot_state_cache.h"
 #include "cache/stream_slot_pool.h"
 #include "common/cuda_graph.h"
-#include "common/gpu_event.h"
 #include "common/execution_context.h"
+#include "common/gpu_event.h"
 #include "decoder/ctc_decoder.h"
 #include "decoder/decoder_state_pool.h"
 #include "encoder/attention_rescorer.h"
@@ -207,6 +207,12 @@ class Engine {
   bool ChunkReady(const Stream& s) const { return ChunkFrames(s) > 0; }
   // Seconds of audio `frames` encoder frames cover (the model's frame clock).
   double FramesToSeconds(int64_t frames) const { return frames * frame_shift_ms_ / 1000.0; }
+  // A stream's audio_processed: its decoded frames on the model's clock, at
+  // most the audio it was sent (the tail padding's frames may reach past it).
+  double ProcessedSeconds(const Stream& s) const;
+  // Caps the times of `results` (segment and word times) at the audio `s`
+  // was sent, for the same reason.
+  void ClampToAudio(const Stream& s, std::vector<decoder::DecodeResult>* results) const;
   void AssertSchedulerThread() const;
 
   const EngineConfig config_;

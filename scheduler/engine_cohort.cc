@@ -31,8 +31,8 @@ void Engine::RunCohort() {
   // This tick's cohort is on the device; while it computes, the previous
   // one is decoded, and this one becomes the cohort in flight.
   if (launched) {
-    absl::Status copy = candidates_->EnqueueDownload(*ctx_, static_cast<int>(rows_.size()),
-                                                     next_buffer_);
+    absl::Status copy =
+        candidates_->EnqueueDownload(*ctx_, static_cast<int>(rows_.size()), next_buffer_);
     if (copy.ok()) copy = downloaded_[next_buffer_].Record(ctx_->stream());
     if (!copy.ok()) {
       for (Row& row : rows_) row.status = copy;  // Each row's stream then ends in error.
@@ -132,7 +132,8 @@ void Engine::StageCohort() {
   {
     // The host staging is refilled only once the last tick's copy of it ran.
     ScopedNanos timer(stats_.device_wait_ns);
-    if (absl::Status s = uploaded_.Synchronize(); !s.ok()) spdlog::error("staging: {}", s.ToString());
+    if (absl::Status s = uploaded_.Synchronize(); !s.ok())
+      spdlog::error("staging: {}", s.ToString());
   }
   ScopedNanos timer(stats_.frontend_ns);
   const int64_t feature_dim = model_->geometry().feature_dim;
@@ -174,9 +175,9 @@ bool Engine::Forward() {
   if (!graphs_.empty()) {
     // The narrowest captured width that holds the cohort (the last is the
     // capacity, so there always is one); the rest is padding.
-    const size_t i = static_cast<size_t>(
-        std::lower_bound(graph_widths_.begin(), graph_widths_.end(), batch) -
-        graph_widths_.begin());
+    const size_t i =
+        static_cast<size_t>(std::lower_bound(graph_widths_.begin(), graph_widths_.end(), batch) -
+                            graph_widths_.begin());
     width = graph_widths_[i];
     graph = &graphs_[i];
     StagePadRows(batch, width);
@@ -246,9 +247,8 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
   row_frames_.clear();
   row_status_.resize(n);
   for (const Row& row : rows) {
-    row_states_.push_back(row.stream != nullptr && row.status.ok()
-                              ? row.stream->decoder_state.get()
-                              : nullptr);
+    row_states_.push_back(row.stream != nullptr && row.status.ok() ? row.stream->decoder_state.get()
+                                                                   : nullptr);
     row_frames_.push_back(row.frames);
   }
   // One batched decode for the cohort (after the forward on the model's
@@ -257,11 +257,10 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
   absl::Status read;
   {
     ScopedNanos search_timer(stats_.decode_search_ns);
-    read = candidates_.has_value()
-               ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_,
-                                    row_status_, buffer)
-               : DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_,
-                              row_status_);
+    read = candidates_.has_value() ? DecodeCohortPruned(*decoder_, row_states_, row_frames_,
+                                                        *candidates_, ctx_, row_status_, buffer)
+                                   : DecodeCohort(*decoder_, row_states_, row_frames_,
+                                                  log_probs_.view(), ctx_, row_status_);
   }
   if (rescorer_ != nullptr && read.ok()) {
     // Each rescoring row's encoder output joins its segment (the decode's
@@ -369,7 +368,8 @@ void Engine::AfterChunk(Row& row, Clock::time_point now) {
   StreamEvent event;
   event.results = std::move(row.finals);
   if (partial) event.results.push_back(std::move(*row.partial));
-  event.audio_processed_s = FramesToSeconds(s.offset);
+  ClampToAudio(s, &event.results);
+  event.audio_processed_s = ProcessedSeconds(s);
   s.shared->outbox.Push(std::move(event));
 }
 

@@ -45,6 +45,11 @@ struct EngineStats {
   std::atomic<int64_t> streams_refused{0};  // OpenStream refused at the limits.
   std::atomic<int64_t> pool_blocks_used{0};
   std::atomic<int64_t> pool_blocks_total{0};
+  // Per-stream state slots (conv and attention state rows) and pooled
+  // decoder states held by streams: all back to zero when no stream is open.
+  std::atomic<int64_t> slots_used{0};
+  std::atomic<int64_t> slots_total{0};
+  std::atomic<int64_t> decoder_states_in_use{0};
   // Bytes of the K/V pool, on the device the model computes on (set once).
   std::atomic<int64_t> pool_bytes{0};
   std::atomic<int64_t> audio_ms_processed{0};  // Audio decoded, all streams.

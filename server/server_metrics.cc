@@ -54,6 +54,14 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
   Sample(out, "oasr_kv_pool_blocks_used", e.pool_blocks_used.load());
   Header(out, "oasr_kv_pool_blocks_total", "gauge", "K/V cache pool blocks.");
   Sample(out, "oasr_kv_pool_blocks_total", e.pool_blocks_total.load());
+  Header(out, "oasr_stream_slots_used", "gauge",
+         "Per-stream state slots held by streams (0 when no stream is open).");
+  Sample(out, "oasr_stream_slots_used", e.slots_used.load());
+  Header(out, "oasr_stream_slots_total", "gauge", "Per-stream state slots.");
+  Sample(out, "oasr_stream_slots_total", e.slots_total.load());
+  Header(out, "oasr_decoder_states_in_use", "gauge",
+         "Pooled decoder states held by streams (0 when no stream is open).");
+  Sample(out, "oasr_decoder_states_in_use", e.decoder_states_in_use.load());
   Header(out, "oasr_kv_pool_bytes", "gauge",
          "Bytes of the K/V cache pool on the device the engine computes on (see oasr_build_info).");
   Sample(out, "oasr_kv_pool_bytes", e.pool_bytes.load());

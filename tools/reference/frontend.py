@@ -24,6 +24,13 @@ def fbank(waveform: torch.Tensor, sample_rate: int = SAMPLE_RATE) -> torch.Tenso
         dither=0.0, energy_floor=0.0, sample_frequency=SAMPLE_RATE)
 
 
+def tail_padding_samples(right_context: int) -> int:
+    """Zeros (16 kHz) the engine appends at the end of a stream so that its
+    last samples complete an fbank window and the subsampling's right
+    context: all of the audio reaches an encoder frame."""
+    return 400 + 160 * right_context
+
+
 def cmvn_stats(feats: torch.Tensor) -> dict:
     """WeNet global_cmvn JSON content accumulated over feats (T, F)."""
     f = feats.to(torch.float64)

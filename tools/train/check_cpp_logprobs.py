@@ -3,7 +3,8 @@ WAV files: oasr-transcribe --npy (the encoder's dense streaming path, chunk
 by chunk, the engine's windows and history) against the reference's
 forward_chunk_by_chunk with the same chunk size and left context, both from
 the model directory's weights read into float32 and both from the WAV
-through their own front end (C++ fbank vs torchaudio's Kaldi fbank).
+through their own front end (C++ fbank vs torchaudio's Kaldi fbank), the
+WAV followed by the engine's tail padding.
 
     /usr/bin/python3 -m tools.train.check_cpp_logprobs \\
         --transcribe build/scheduler/oasr-transcribe --model models/en-conformer-ctc \\
@@ -51,6 +52,9 @@ def main(argv=None):
                 stem = os.path.splitext(os.path.basename(wav))[0]
                 got = torch.from_numpy(np.load(os.path.join(npy_dir, stem + ".npy")))
                 x, rate = read_wav(wav)
+                # The engine's end of stream: its tail padding of zeros.
+                pad = frontend.tail_padding_samples(model.encoder.right_context)
+                x = torch.cat([torch.as_tensor(x, dtype=torch.float32), torch.zeros(pad)])
                 with torch.no_grad():
                     want = model.log_probs_streaming(frontend.fbank(x, rate).unsqueeze(0),
                                                      chunk, left)[0]
