@@ -94,17 +94,23 @@ port=$(sed -E 's/.*"grpc_port":([0-9]+).*/\1/' "$work/ports.json")
 
 echo "oasr-bench-server: model $model, $(nproc) CPUs, encoder threads $THREADS"
 echo "real-time 5 s streams, 100 ms messages, interim results; ${SECONDS_PER_LEVEL} s per level; target p95 chunk latency < ${TARGET_MS} ms"
-printf "%-8s %-8s %-8s %-10s %-10s %-10s %-12s\n" concur ok errors p50_ms p95_ms p99_ms final_p95_ms
+printf "%-8s %-8s %-8s %-10s %-10s %-10s %-12s\n" concur ok failed p50_ms p95_ms p99_ms final_p95_ms
 best=0
 for level in $LEVELS; do
-  out=$("$CLIENT" --server "127.0.0.1:$port" load "$work/audio.wav" --concurrency "$level" \
-          --duration "$SECONDS_PER_LEVEL" 2>&1 || true)
-  streams=$(echo "$out" | sed -nE 's/^  streams +([0-9]+) \(([0-9]+) ok, ([0-9]+) errors\).*/\2 \3/p')
-  ok=${streams% *}; errors=${streams#* }
-  read -r p50 p95 p99 < <(echo "$out" | sed -nE 's/^  chunk latency +p50 ([0-9.]+) ms +p95 ([0-9.]+) ms +p99 ([0-9.]+) ms.*/\1 \2 \3/p')
-  final95=$(echo "$out" | sed -nE 's/^  final latency +p50 [0-9.]+ ms +p95 ([0-9.]+) ms.*/\1/p')
-  printf "%-8s %-8s %-8s %-10s %-10s %-10s %-12s\n" "$level" "${ok:-?}" "${errors:-?}" "${p50:-?}" "${p95:-?}" "${p99:-?}" "${final95:-?}"
-  if [ -z "${p95:-}" ] || [ "${errors:-1}" != "0" ] || awk "BEGIN{exit !($p95 >= $TARGET_MS)}"; then break; fi
+  "$CLIENT" --server "127.0.0.1:$port" load "$work/audio.wav" --concurrency "$level" \
+    --duration "$SECONDS_PER_LEVEL" --report-json "$work/report.json" >"$work/load.txt" 2>&1 || true
+  [ -f "$work/report.json" ] || { echo "oasr-client load failed:" >&2; cat "$work/load.txt" >&2; break; }
+  read -r ok failed p50 p95 p99 final95 < <(/usr/bin/python3 - "$work/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c, f = r["chunk_latency"], r["final_latency"]
+print(r["streams"] - r["failed_streams"], r["failed_streams"], round(c["p50_ms"], 1),
+      round(c["p95_ms"], 1), round(c["p99_ms"], 1), round(f["p95_ms"], 1))
+PY
+)
+  rm -f "$work/report.json"
+  printf "%-8s %-8s %-8s %-10s %-10s %-10s %-12s\n" "$level" "$ok" "$failed" "$p50" "$p95" "$p99" "$final95"
+  if [ "$failed" != "0" ] || awk "BEGIN{exit !($p95 >= $TARGET_MS)}"; then break; fi
   best=$level
 done
 echo "held: $best concurrent real-time streams with p95 chunk latency < ${TARGET_MS} ms"

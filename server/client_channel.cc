@@ -24,7 +24,11 @@ absl::Status ReadPem(const char* flag, const std::string& path, std::string* out
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options) {
   const bool tls = options.tls || !options.ca_file.empty() || !options.cert_file.empty() ||
                    !options.key_file.empty() || !options.server_name.empty();
-  if (!tls) return grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments arguments;
+  if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (!tls) {
+    return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+  }
   if (options.cert_file.empty() != options.key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key: give both (or neither)");
   }
@@ -35,7 +39,6 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions&
         std::tuple{"--tls-key", &options.key_file, &ssl.pem_private_key}}) {
     if (absl::Status status = ReadPem(flag, *path, out); !status.ok()) return status;
   }
-  grpc::ChannelArguments arguments;
   if (!options.server_name.empty()) {
     arguments.SetSslTargetNameOverride(options.server_name);
   }

@@ -22,6 +22,9 @@ struct ChannelOptions {
   // The name the server's certificate is checked against instead of the
   // target's host (e.g. "localhost" when dialling 127.0.0.1).
   std::string server_name;
+  // A connection of this channel's own, not shared with other channels to
+  // the same target (a load generator spreads its streams over several).
+  bool own_connection = false;
 };
 
 // A channel to options.target; errors name the file that cannot be read,

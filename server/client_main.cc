@@ -4,16 +4,13 @@
 //   oasr-client models                         prints ListModels as JSON
 //   oasr-client stream  FILE...                streams WAV/raw files, prints partials and finals
 //   oasr-client recognize FILE                 one Recognize call, prints the result as JSON
-//   oasr-client load FILE --concurrency N --duration S   a ghz-style load test
+//   oasr-client load FILE... --concurrency N --duration S   paced load with accounting
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,6 +23,7 @@
 #include "server/audio_codec.h"
 #include "server/client_channel.h"
 #include "server/grpc_status.h"
+#include "server/load_generator.h"
 #include "server/stream_client.h"
 
 namespace {
@@ -217,74 +215,70 @@ int RunRecognize(const std::shared_ptr<grpc::Channel>& channel, const std::strin
   return 0;
 }
 
-double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t index = std::min(values.size() - 1, static_cast<size_t>(p * values.size()));
-  return values[index];
+// What `load` takes besides the recognition flags: most of it straight into
+// the generator's options.
+struct LoadFlags {
+  oasr::server::LoadOptions options;
+  int threads = 0;   // 0: one per core, at most 8.
+  int channels = 0;  // 0: one per thread.
+  std::string report_json;
+  std::string records_json;
+};
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  return static_cast<bool>(out);
 }
 
-// ghz-style: `concurrency` workers stream `file` back to back for `duration`
-// seconds, then the figures of every stream that completed.
-int RunLoad(const std::shared_ptr<grpc::Channel>& channel, const std::string& file,
-            const RecognitionFlags& flags, int concurrency, double duration, double timeout) {
-  std::vector<int16_t> samples;
-  int rate = 0;
-  if (!LoadAudio(file, flags.raw_rate, &samples, &rate)) return 1;
-  auto stub = oasr::asr::v1::Speech::NewStub(channel);
-  std::mutex mu;
-  std::vector<double> chunk_latencies, final_latencies;
-  std::map<std::string, int> errors;
-  int streams = 0;
-  double audio_s = 0;
-  const auto start = std::chrono::steady_clock::now();
-  const auto end = start + std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));
-  std::vector<std::thread> workers;
-  for (int w = 0; w < concurrency; ++w) {
-    workers.emplace_back([&, w] {
-      // Stagger the starts across one message so the chunks do not align.
-      std::this_thread::sleep_for(std::chrono::milliseconds(w * flags.chunk_ms / concurrency));
-      while (std::chrono::steady_clock::now() < end) {
-        oasr::server::StreamClientOptions options;
-        options.config = MakeConfig(flags, rate);
-        options.chunk_ms = flags.chunk_ms;
-        options.realtime = !flags.fast;
-        options.timeout_s = timeout;
-        options.token = g_token;
-        oasr::server::StreamOutcome outcome = RunStream(*stub, samples, options);
-        std::lock_guard<std::mutex> lock(mu);
-        ++streams;
-        if (!outcome.status.ok()) {
-          ++errors[oasr::server::GrpcCodeName(static_cast<int>(outcome.status.error_code()))];
-          continue;
-        }
-        audio_s += static_cast<double>(samples.size()) / rate;
-        chunk_latencies.insert(chunk_latencies.end(), outcome.chunk_latency_ms.begin(),
-                               outcome.chunk_latency_ms.end());
-        if (outcome.final_latency_ms >= 0) final_latencies.push_back(outcome.final_latency_ms);
-      }
-    });
+// Concurrent paced streams of `files` (oasr::server::RunLoad); exit 0 when
+// every stream ended as its behaviour should and nothing limited the run.
+int RunLoadTest(const oasr::server::ChannelOptions& channel_options,
+                const std::vector<std::string>& files, const RecognitionFlags& flags,
+                const LoadFlags& load, double timeout) {
+  oasr::server::LoadOptions options = load.options;
+  for (const std::string& file : files) {
+    oasr::server::LoadClip clip;
+    clip.name = file;
+    if (!LoadAudio(file, flags.raw_rate, &clip.samples, &clip.rate)) return 1;
+    options.clips.push_back(std::move(clip));
   }
-  for (std::thread& t : workers) t.join();
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  int error_count = 0;
-  for (const auto& [code, n] : errors) error_count += n;
-  std::printf("load: %d concurrent %s streams of %.2f s audio, %.1f s wall\n", concurrency,
-              flags.fast ? "as-fast-as-possible" : "real-time",
-              static_cast<double>(samples.size()) / rate, wall);
-  std::printf("  streams        %d (%d ok, %d errors)\n", streams, streams - error_count,
-              error_count);
-  std::printf("  audio          %.1f s decoded (%.2fx real time over the run)\n", audio_s,
-              audio_s / wall);
-  std::printf("  chunk latency  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  (%zu samples)\n",
-              Percentile(chunk_latencies, 0.50), Percentile(chunk_latencies, 0.95),
-              Percentile(chunk_latencies, 0.99), chunk_latencies.size());
-  std::printf("  final latency  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  (after end of audio)\n",
-              Percentile(final_latencies, 0.50), Percentile(final_latencies, 0.95),
-              Percentile(final_latencies, 0.99));
-  for (const auto& [code, n] : errors) std::printf("  error          %s x%d\n", code.c_str(), n);
-  return error_count == 0 ? 0 : 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads = load.threads > 0 ? load.threads : std::min(8, cores);
+  const int channels = load.channels > 0 ? load.channels : options.threads;
+  for (int c = 0; c < channels; ++c) {
+    oasr::server::ChannelOptions own = channel_options;
+    own.own_connection = true;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> made = oasr::server::MakeChannel(own);
+    if (!made.ok()) {
+      std::fprintf(stderr, "oasr-client: %s\n", std::string(made.status().message()).c_str());
+      return 2;
+    }
+    options.channels.push_back(*made);
+  }
+  options.config = MakeConfig(flags, 16000);
+  options.token = g_token;
+  options.chunk_ms = flags.chunk_ms;
+  options.realtime = !flags.fast;
+  options.timeout_s = timeout;
+  options.frame_s = oasr::server::ModelFrameSeconds(options.channels.front(), flags.model, g_token,
+                                                    options.frame_s);
+  absl::StatusOr<oasr::server::LoadReport> report = oasr::server::RunLoad(options);
+  if (!report.ok()) {
+    std::fprintf(stderr, "oasr-client: load: %s\n", std::string(report.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(report->Summary(options).c_str(), stdout);
+  if (!load.report_json.empty() && !WriteFile(load.report_json, report->ToJson() + "\n")) {
+    std::fprintf(stderr, "oasr-client: cannot write %s\n", load.report_json.c_str());
+    return 1;
+  }
+  if (!load.records_json.empty() &&
+      !WriteFile(load.records_json, oasr::server::RecordsToJsonLines(report->records))) {
+    std::fprintf(stderr, "oasr-client: cannot write %s\n", load.records_json.c_str());
+    return 1;
+  }
+  return report->warnings.empty() ? 0 : 1;
 }
 
 int RunHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
@@ -334,8 +328,7 @@ int main(int argc, char** argv) {
 
   RecognitionFlags flags;
   std::vector<std::string> files;
-  int concurrency = 1;
-  double duration = 10.0;
+  LoadFlags load_flags;
   auto add_recognition_flags = [&](CLI::App* sub, bool streaming) {
     sub->add_option("--rate", flags.raw_rate, "Sample rate of raw PCM files (WAV: from the header)")
         ->capture_default_str();
@@ -359,11 +352,45 @@ int main(int argc, char** argv) {
   recognize->add_option("files", files, "A WAV or raw 16-bit PCM file")->required();
   add_recognition_flags(recognize, false);
   CLI::App* load = app.add_subcommand(
-      "load", "Load test: N concurrent streams of FILE for S seconds; latency percentiles");
-  load->add_option("files", files, "A WAV or raw 16-bit PCM file")->required();
-  load->add_option("--concurrency", concurrency, "Concurrent streams")->capture_default_str();
-  load->add_option("--duration", duration, "Seconds to keep starting streams")
+      "load",
+      "Load test: N concurrent real-time streams paced from a fixed clock, with per-stream "
+      "accounting (chunk and final latency, statuses, audio processed against sent); exit 0 "
+      "when the run held");
+  load->add_option("files", files, "WAV or raw 16-bit PCM files (stream i sends file i % n)")
+      ->required();
+  LoadFlags& l = load_flags;
+  oasr::server::LoadOptions& o = load_flags.options;
+  load->add_option("--concurrency", o.concurrency, "Streams open at once")->capture_default_str();
+  load->add_option("--duration", o.duration_s,
+                   "Seconds to keep starting streams (0: one stream per slot)")
       ->capture_default_str();
+  load->add_option("--max-streams", o.max_streams, "At most this many streams (0: no limit)");
+  load->add_option("--ramp", o.ramp_s, "Seconds over which the first streams start");
+  load->add_option("--threads", l.threads,
+                   "Completion-queue threads (default: one per core, at most 8)");
+  load->add_option("--channels", l.channels,
+                   "Connections the streams are spread over (default: one per thread)");
+  load->add_option("--rates", o.rates,
+                   "Sample rates streams pick from at random, e.g. 8000,16000,44100 (the files "
+                   "are resampled; default: each file's own)")
+      ->delimiter(',');
+  load->add_option("--min-seconds", o.min_seconds, "Shortest stream (file repeated or cut)");
+  load->add_option("--max-seconds", o.max_seconds, "Longest stream (0: each file's length)");
+  load->add_option("--cancel-fraction", o.cancel_fraction,
+                   "Fraction of streams cancelled at a random point");
+  load->add_option("--stall-fraction", o.stall_fraction,
+                   "Fraction of clients that stop reading for --stall-seconds");
+  load->add_option("--stall-seconds", o.stall_seconds, "How long a stalled client stops reading")
+      ->capture_default_str();
+  load->add_option("--vanish-fraction", o.vanish_fraction,
+                   "Fraction of clients that go silent without closing (the server must end them)");
+  load->add_option("--seed", o.seed, "Seed of the random choices")->capture_default_str();
+  load->add_option("--latency-bound-ms", o.latency_bound_ms,
+                   "Chunk latency p99 above this fails the run")
+      ->capture_default_str();
+  load->add_option("--report-json", l.report_json, "Write the figures as JSON to this file");
+  load->add_option("--records-json", l.records_json,
+                   "Write every stream's account as one JSON line each to this file");
   add_recognition_flags(load, true);
   CLI11_PARSE(app, argc, argv);
 
@@ -379,5 +406,5 @@ int main(int argc, char** argv) {
   if (*models) return RunModels(channel, timeout);
   if (*stream) return RunStreamFiles(channel, files, flags, stream_timeout);
   if (*recognize) return RunRecognize(channel, files.front(), flags, stream_timeout);
-  return RunLoad(channel, files.front(), flags, concurrency, duration, stream_timeout);
+  return RunLoadTest(channel_options, files, flags, load_flags, stream_timeout);
 }

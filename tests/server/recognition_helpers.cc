@@ -18,6 +18,17 @@ namespace oasr::testing {
 
 std::string SmallModelDir() { return std::string(OASR_ENCODER_FIXTURES) + "/small_ln/model"; }
 
+server::ServerOptions SmallModelServerOptions() {
+  server::ServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.metrics_port = -1;
+  options.model_dir = SmallModelDir();
+  options.model_name = "small";
+  options.shutdown_grace_seconds = 1;
+  return options;
+}
+
 std::chrono::system_clock::time_point In(double seconds) {
   return std::chrono::system_clock::now() +
          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -126,7 +137,8 @@ bool WaitForIdle(int metrics_port, std::map<std::string, double>* last) {
     *last = ScrapeMetrics(metrics_port, &error);
     if (error.empty() && (*last)["oasr_grpc_streams_open"] == 0 &&
         (*last)["oasr_streams_active"] == 0 && (*last)["oasr_streams_waiting"] == 0 &&
-        (*last)["oasr_kv_pool_blocks_used"] == 0) {
+        (*last)["oasr_kv_pool_blocks_used"] == 0 && (*last)["oasr_stream_slots_used"] == 0 &&
+        (*last)["oasr_decoder_states_in_use"] == 0) {
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

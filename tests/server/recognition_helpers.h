@@ -13,12 +13,17 @@
 #include <vector>
 
 #include "oasr/asr/v1/asr.grpc.pb.h"
+#include "server/server_options.h"
 #include "server/stream_client.h"
 
 namespace oasr::testing {
 
 // The fixture's model directory (small_ln).
 std::string SmallModelDir();
+
+// Options of an in-process server of the small model "small" on a free
+// loopback port, without metrics, with a 1 s shutdown grace.
+server::ServerOptions SmallModelServerOptions();
 
 // Now plus `seconds`, as a gRPC deadline.
 std::chrono::system_clock::time_point In(double seconds);

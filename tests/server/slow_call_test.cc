@@ -120,13 +120,7 @@ double WorstLatencyMs(const std::vector<OtherRun>& runs) {
 class SlowCallTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server::ServerOptions options;
-    options.address = "127.0.0.1";
-    options.port = 0;
-    options.metrics_port = -1;
-    options.model_dir = testing::SmallModelDir();
-    options.model_name = "small";
-    options.shutdown_grace_seconds = 1;
+    server::ServerOptions options = testing::SmallModelServerOptions();
     // The blocked call must not time out while the test holds it.
     options.stream_idle_timeout_seconds = 600;
     gate_ = new Gate();
