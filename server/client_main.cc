@@ -261,8 +261,11 @@ int RunLoadTest(const oasr::server::ChannelOptions& channel_options,
   options.chunk_ms = flags.chunk_ms;
   options.realtime = !flags.fast;
   options.timeout_s = timeout;
-  options.frame_s = oasr::server::ModelFrameSeconds(options.channels.front(), flags.model, g_token,
-                                                    options.frame_s);
+  oasr::server::ModelClock clock;
+  if (oasr::server::GetModelClock(options.channels.front(), flags.model, g_token, &clock)) {
+    options.frame_s = clock.frame_s;
+    options.lookahead_s = clock.lookahead_s;
+  }
   absl::StatusOr<oasr::server::LoadReport> report = oasr::server::RunLoad(options);
   if (!report.ok()) {
     std::fprintf(stderr, "oasr-client: load: %s\n", std::string(report.status().message()).c_str());

@@ -434,8 +434,9 @@ class Worker {
     const int64_t covered = std::llround(processed * s->audio->rate);
     if (covered <= s->covered_samples) return;
     s->covered_samples = covered;
-    // The message that completed the audio this response covers.
-    const int64_t message = std::min<int64_t>((covered - 1) / s->step, s->next_message - 1);
+    // The message that completed the audio this response needed.
+    const int64_t needed = covered + std::llround(options().lookahead_s * s->audio->rate);
+    const int64_t message = std::min<int64_t>((needed - 1) / s->step, s->next_message - 1);
     if (message >= s->sent_base &&
         message - s->sent_base < static_cast<int64_t>(s->sent_at.size())) {
       if (s->record.behaviour == StreamBehaviour::kNormal && !s->half_closed) {
@@ -585,9 +586,10 @@ absl::Status LoadOptions::Validate() const {
                      "their sum at most 1 (it is ",
                      behaviours, ")"));
   }
-  if (!(stall_seconds >= 0) || !(frame_s >= 0) || !(latency_bound_ms > 0)) {
+  if (!(stall_seconds >= 0) || !(frame_s >= 0) || !(lookahead_s >= 0) || !(latency_bound_ms > 0)) {
     return absl::InvalidArgumentError(
-        "stall_seconds, frame_s: must not be negative; latency_bound_ms: must be positive");
+        "stall_seconds, frame_s, lookahead_s: must not be negative; latency_bound_ms: must be "
+        "positive");
   }
   return absl::OkStatus();
 }
@@ -737,20 +739,22 @@ std::string LoadReport::Summary(const LoadOptions& options) const {
   return out;
 }
 
-double ModelFrameSeconds(const std::shared_ptr<grpc::Channel>& channel, const std::string& model,
-                         const std::string& token, double fallback) {
+bool GetModelClock(const std::shared_ptr<grpc::Channel>& channel, const std::string& model,
+                   const std::string& token, ModelClock* clock) {
   auto stub = asr::v1::Speech::NewStub(channel);
   asr::v1::ListModelsResponse models;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   AddBearerToken(token, &context);
-  if (!stub->ListModels(&context, {}, &models).ok()) return fallback;
+  if (!stub->ListModels(&context, {}, &models).ok()) return false;
   for (const asr::v1::ModelInfo& m : models.models()) {
     if ((model.empty() || m.name() == model) && m.chunk_frames() > 0 && m.chunk_ms() > 0) {
-      return m.chunk_ms() / 1000.0 / m.chunk_frames();
+      clock->frame_s = m.chunk_ms() / 1000.0 / m.chunk_frames();
+      clock->lookahead_s = m.lookahead_ms() / 1000.0;
+      return true;
     }
   }
-  return fallback;
+  return false;
 }
 
 std::string RecordsToJsonLines(const std::vector<StreamRecord>& records) {

@@ -98,6 +98,9 @@ struct LoadOptions {
   // A result's audio_processed may fall short of the audio sent by this much
   // (one encoder frame of the model) and still account for all of it.
   double frame_s = 0.04;
+  // Audio past audio_processed that the result needed (the model's
+  // look-ahead): chunk latency runs from the message that completed it.
+  double lookahead_s = 0;
   // Chunk latency p99 above this is reported as the server falling behind.
   double latency_bound_ms = 200;
 
@@ -135,7 +138,10 @@ struct LoadReport {
   int64_t audio_lost_streams = 0;  // Of those: audio not accounted for.
   int64_t no_final_streams = 0;    // Of those: OK without a closing result.
   double audio_sent_s = 0, audio_processed_s = 0;
-  LatencyHistogram chunk_latency;  // Per response covering new audio (normal streams).
+  // Per response covering new audio (normal streams): from sending the
+  // message that completed the audio it needed (audio_processed plus the
+  // look-ahead) to receiving it.
+  LatencyHistogram chunk_latency;
   LatencyHistogram final_latency;  // Half-close to the closing result.
   LatencyHistogram send_lag;       // A message's send time past its schedule.
   int64_t messages = 0;
@@ -150,11 +156,14 @@ struct LoadReport {
   std::string ToJson() const;                             // Without the records.
 };
 
-// The encoder frame of `model` (the first served model when empty) in
-// seconds, from ListModels: how far a result's audio_processed may trail the
-// audio sent. `fallback` when the server does not say.
-double ModelFrameSeconds(const std::shared_ptr<grpc::Channel>& channel, const std::string& model,
-                         const std::string& token, double fallback);
+// The clock of `model` (the first served model when empty), from
+// ListModels; false when the server does not say.
+struct ModelClock {
+  double frame_s = 0;      // An encoder frame: LoadOptions::frame_s.
+  double lookahead_s = 0;  // LoadOptions::lookahead_s.
+};
+bool GetModelClock(const std::shared_ptr<grpc::Channel>& channel, const std::string& model,
+                   const std::string& token, ModelClock* clock);
 
 // One JSON object per line per record (index, behaviour, rate, times, audio
 // sent and processed, final result, latency, status).

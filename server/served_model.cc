@@ -1,5 +1,6 @@
 #include "server/served_model.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(ServedModelOption
   info.set_sample_rate_hertz(kModelSampleRate);
   info.set_chunk_frames(geometry.chunk_size);
   info.set_chunk_ms(static_cast<int>(geometry.chunk_size * geometry.FrameShiftMs()));
+  // The last feature frame a chunk reads ends (right_context - subsampling)
+  // frames and one 25 ms fbank window past the chunk's end.
+  info.set_lookahead_ms(static_cast<int>(std::lround(
+      (geometry.right_context - geometry.subsampling) * geometry.feature_shift_ms + 25.0)));
   info.set_vocabulary_size(geometry.vocab_size);
   // With eviction a stream keeps only the history attention sees, so no
   // length ends it: 0, the proto's "unbounded".

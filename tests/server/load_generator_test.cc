@@ -261,7 +261,10 @@ class LoadGeneratorServerTest : public ::testing::Test {
     options.duration_s = 0;
     options.threads = 2;
     options.timeout_s = 120;
-    options.frame_s = server::ModelFrameSeconds(options.channels[0], "", "", -1);
+    server::ModelClock clock;
+    EXPECT_TRUE(server::GetModelClock(options.channels[0], "", "", &clock));
+    options.frame_s = clock.frame_s;
+    options.lookahead_s = clock.lookahead_s;
     return options;
   }
 
@@ -271,6 +274,7 @@ class LoadGeneratorServerTest : public ::testing::Test {
 TEST_F(LoadGeneratorServerTest, EveryStreamsAudioIsProcessedAndItsFinalArrives) {
   server::LoadOptions options = Load(4);
   ASSERT_GT(options.frame_s, 0) << "ListModels gives the model's frame";
+  ASSERT_GT(options.lookahead_s, 0) << "and its look-ahead";
   options.rates = {8000, 16000, 44100};
   absl::StatusOr<server::LoadReport> report = server::RunLoad(options);
   ASSERT_TRUE(report.ok()) << report.status();
