@@ -425,7 +425,10 @@ class Worker {
         s->record.finish_reason = result.finish_reason();
         if (s->half_closed) {
           s->record.final_latency_ms = Ms(now - s->half_closed_at);
-          final_latency.Add(s->record.final_latency_ms);
+          // A stalled client's final waits for it to read again.
+          if (s->record.behaviour == StreamBehaviour::kNormal) {
+            final_latency.Add(s->record.final_latency_ms);
+          }
         }
       }
     }

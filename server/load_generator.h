@@ -142,7 +142,7 @@ struct LoadReport {
   // message that completed the audio it needed (audio_processed plus the
   // look-ahead) to receiving it.
   LatencyHistogram chunk_latency;
-  LatencyHistogram final_latency;  // Half-close to the closing result.
+  LatencyHistogram final_latency;  // Half-close to the closing result (normal streams).
   LatencyHistogram send_lag;       // A message's send time past its schedule.
   int64_t messages = 0;
   double cpu_s = 0;           // The process's user + system time.

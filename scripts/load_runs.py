@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Capacity runs and soaks of oasr-server, driven by `oasr-client load`.
+
+  load_runs.py capacity --levels 4,8,16 --seconds 60 [--out FILE.json]
+      Starts the server, runs real-time streams at each concurrency level
+      in turn and stops at the first level where chunk latency p99 passes
+      --latency-bound-ms or a stream fails; prints a table and the highest
+      level that held.
+
+  load_runs.py soak --concurrency N --seconds 1800 [--out FILE.json]
+      Starts the server and keeps N streams open for the whole time (real-
+      time streams of 5-60 s at random rates 8-48 kHz; 10 % cancelled mid-
+      stream, 5 % clients that stop reading, 5 % that go silent without
+      closing), sampling the server's RSS, open files and /metrics. Passes
+      when RSS stays within 5 % after the warm-up, open files are back to
+      their baseline and every pool is back to full at the end, every
+      stream ended as its behaviour should (a final result or a status, and
+      for "stop" all of its audio processed within one encoder frame).
+
+Both bind only 127.0.0.1, start and stop only the server they started, and
+exit non-zero when the run did not hold or pass. The server and client are
+taken from --build (default: build).
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IDLE_GAUGES = ("oasr_grpc_streams_open", "oasr_streams_active", "oasr_streams_waiting",
+               "oasr_kv_pool_blocks_used", "oasr_stream_slots_used", "oasr_decoder_states_in_use")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    """/metrics as {name{labels}: value}; {} when the server does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def proc_figures(pid):
+    """RSS in MiB, open file descriptors, and CPU seconds of process `pid`."""
+    with open(f"/proc/{pid}/status") as f:
+        rss = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return rss, fds, cpu
+
+
+class Server:
+    """oasr-server on loopback with the given extra flags."""
+
+    def __init__(self, args, extra):
+        self.port, self.metrics_port = free_port(), free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="oasr-load-server-", suffix=".log",
+                                               delete=False)
+        cmd = [os.path.join(args.build, "server", "oasr-server"), "--address", "127.0.0.1",
+               "--port", str(self.port), "--metrics-address", "127.0.0.1", "--metrics-port",
+               str(self.metrics_port), "--model-dir", args.model_dir, "--log-level", "warn"]
+        self.proc = subprocess.Popen(cmd + extra, stdout=self.log, stderr=subprocess.STDOUT)
+        self.client = os.path.join(args.build, "server", "oasr-client")
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.proc.returncode}); log: "
+                                   + open(self.log.name).read()[-2000:])
+            ok = subprocess.run([self.client, "--server", f"127.0.0.1:{self.port}", "health"],
+                                capture_output=True).returncode == 0
+            if ok:
+                return
+            time.sleep(0.5)
+        raise RuntimeError("the server did not report SERVING within 120 s")
+
+    def wait_idle(self, seconds=60):
+        """The last scrape once every idle gauge is 0 (or the last one at the deadline)."""
+        deadline = time.time() + seconds
+        while True:
+            m = scrape(self.metrics_port)
+            if m and all(m.get(g, -1) == 0 for g in IDLE_GAUGES):
+                return m, True
+            if time.time() > deadline:
+                return m, False
+            time.sleep(0.5)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def run_load(server, args, flags, tag):
+    """oasr-client load with `flags`; (report dict, records list, its stdout)."""
+    out_dir = tempfile.mkdtemp(prefix="oasr-load-")
+    report_path = os.path.join(out_dir, f"{tag}.json")
+    records_path = os.path.join(out_dir, f"{tag}.records.jsonl")
+    samples = sorted(os.path.join(args.samples, f) for f in os.listdir(args.samples)
+                     if f.endswith(".wav"))
+    cmd = [server.client, "--server", f"127.0.0.1:{server.port}", "load", *samples,
+           "--report-json", report_path, "--records-json", records_path,
+           "--latency-bound-ms", str(args.latency_bound_ms)] + flags
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    if done.returncode not in (0, 1) or not os.path.exists(report_path):
+        raise RuntimeError(f"oasr-client load failed ({done.returncode}): {done.stderr}")
+    with open(report_path) as f:
+        report = json.load(f)
+    with open(records_path) as f:
+        records = [json.loads(line) for line in f]
+    return report, records, done.stdout
+
+
+def capacity(args):
+    server = Server(args, args.server_flag)
+    rows, held = [], None
+    try:
+        for level in [int(x) for x in args.levels.split(",")]:
+            cpu0 = proc_figures(server.proc.pid)[2]
+            t0 = time.time()
+            report, _, _ = run_load(server, args, [
+                "--concurrency", str(level), "--duration", str(args.seconds),
+                "--ramp", str(min(args.seconds / 4, 10)), "--max-seconds", "20",
+                "--min-seconds", "5"], f"level{level}")
+            wall = time.time() - t0
+            rss, fds, cpu1 = proc_figures(server.proc.pid)
+            server.wait_idle()
+            row = {
+                "concurrency": level,
+                "streams": report["streams"],
+                "failed": report["failed_streams"],
+                "chunk_p50_ms": report["chunk_latency"]["p50_ms"],
+                "chunk_p99_ms": report["chunk_latency"]["p99_ms"],
+                "final_p99_ms": report["final_latency"]["p99_ms"],
+                "send_lag_p99_ms": report["send_lag"]["p99_ms"],
+                "client_cpu_cores": report["cpu_s"] / report["wall_s"],
+                "server_cpu_cores": (cpu1 - cpu0) / wall,
+                "server_rss_mib": rss,
+                "warnings": report["warnings"],
+            }
+            rows.append(row)
+            ok = (report["failed_streams"] == 0 and
+                  report["chunk_latency"]["p99_ms"] <= args.latency_bound_ms)
+            print(f"== {level} streams: {'held' if ok else 'did not hold'}", flush=True)
+            if not ok:
+                break
+            held = level
+    finally:
+        server.stop()
+    print("\n| streams | chunk p50 ms | chunk p99 ms | final p99 ms | failed | server cores "
+          "| client cores | server RSS MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['concurrency']} | {r['chunk_p50_ms']:.0f} | {r['chunk_p99_ms']:.0f} | "
+              f"{r['final_p99_ms']:.0f} | {r['failed']} | {r['server_cpu_cores']:.2f} | "
+              f"{r['client_cpu_cores']:.2f} | {r['server_rss_mib']:.0f} |")
+    print(f"\nhighest level that held: {held}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"rows": rows, "held": held, "argv": sys.argv[1:]}, f, indent=2)
+    return 0 if held is not None else 1
+
+
+def soak(args):
+    server = Server(args, ["--stream-idle-timeout", str(args.idle_timeout)] + args.server_flag)
+    samples, failures = [], []
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            try:
+                rss, fds, cpu = proc_figures(server.proc.pid)
+            except (OSError, AttributeError):
+                return
+            m = scrape(server.metrics_port)
+            samples.append({"t": time.time() - t0, "rss_mib": rss, "fds": fds, "cpu_s": cpu,
+                            "streams_open": m.get("oasr_grpc_streams_open")})
+            stop.wait(args.sample_every)
+
+    try:
+        server.wait_idle()
+        base_rss, base_fds, _ = proc_figures(server.proc.pid)
+        t0 = time.time()
+        thread = threading.Thread(target=sampler, daemon=True)
+        thread.start()
+        report, records, _ = run_load(server, args, [
+            "--concurrency", str(args.concurrency), "--duration", str(args.seconds),
+            "--ramp", str(min(30, args.seconds / 6)),
+            "--min-seconds", str(args.min_seconds), "--max-seconds", str(args.max_seconds),
+            "--rates", "8000,11025,16000,22050,32000,44100,48000",
+            "--cancel-fraction", "0.10", "--stall-fraction", "0.05",
+            "--vanish-fraction", "0.05", "--stall-seconds", str(args.stall_seconds),
+            "--seed", str(args.seed)], "soak")
+        stop.set()
+        thread.join()
+        last, idle = server.wait_idle(args.idle_timeout * 3 + 30)
+        end_rss, end_fds, _ = proc_figures(server.proc.pid)
+    finally:
+        stop.set()
+        code = server.stop()
+
+    # Figures and checks.
+    warm = args.warmup
+    steady = [s["rss_mib"] for s in samples if s["t"] >= warm] or [end_rss]
+    rss_spread = (max(steady) - min(steady)) / min(steady)
+    if rss_spread > 0.05:
+        failures.append(f"RSS moved {100 * rss_spread:.1f} % after the warm-up "
+                        f"({min(steady):.0f}-{max(steady):.0f} MiB)")
+    if end_fds > base_fds:
+        failures.append(f"open files {end_fds} at the end against {base_fds} before")
+    if not idle:
+        failures.append("pools not back to full: " +
+                        ", ".join(f"{g} {last.get(g)}" for g in IDLE_GAUGES))
+    if report["failed_streams"]:
+        failures.append(f"{report['failed_streams']} streams did not end as they should")
+    unended = [r for r in records if r["code"] == "OK" and not r["final_result"]]
+    if unended:
+        failures.append(f"{len(unended)} streams ended OK without a final result")
+    if code != 0:
+        failures.append(f"the server exited {code} on SIGTERM")
+    by_behaviour = {}
+    for r in records:
+        b = by_behaviour.setdefault(r["behaviour"], {})
+        b[r["code"]] = b.get(r["code"], 0) + 1
+    stops = [r for r in records if r["finish_reason"] == "stop"]
+    worst_gap = max((r["audio_sent_s"] - r["audio_processed_s"] for r in stops), default=0)
+    summary = {
+        "seconds": args.seconds, "concurrency": args.concurrency, "streams": len(records),
+        "statuses_by_behaviour": by_behaviour, "streams_stop": len(stops),
+        "worst_unprocessed_s_of_stop_streams": worst_gap,
+        "audio_sent_s": report["audio_sent_s"], "audio_processed_s": report["audio_processed_s"],
+        "chunk_latency": report["chunk_latency"], "final_latency": report["final_latency"],
+        "rss_mib_baseline": base_rss, "rss_mib_after_warmup_min": min(steady),
+        "rss_mib_after_warmup_max": max(steady), "rss_mib_end": end_rss,
+        "fds_baseline": base_fds, "fds_end": end_fds, "pools_idle_at_end": idle,
+        "server_exit": code, "failures": failures, "argv": sys.argv[1:],
+    }
+    print(json.dumps(summary, indent=2))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"summary": summary, "samples": samples}, f, indent=2)
+    print("soak: " + ("PASSED" if not failures else "FAILED: " + "; ".join(failures)))
+    return 0 if not failures else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--model-dir", default=os.path.join(ROOT, "models", "en-conformer-ctc"))
+    p.add_argument("--samples", default=os.path.join(ROOT, "samples"))
+    p.add_argument("--latency-bound-ms", type=float, default=200)
+    p.add_argument("--server-flag", action="append", default=[],
+                   help="an extra server flag (repeat; e.g. --server-flag=--decode-threads=2)")
+    p.add_argument("--out", help="write the figures as JSON here")
+    sub = p.add_subparsers(dest="mode", required=True)
+    c = sub.add_parser("capacity")
+    c.add_argument("--levels", default="4,8,12,16,24,32")
+    c.add_argument("--seconds", type=float, default=60)
+    s = sub.add_parser("soak")
+    s.add_argument("--concurrency", type=int, required=True)
+    s.add_argument("--seconds", type=float, default=1800)
+    s.add_argument("--warmup", type=float, default=None,
+                   help="seconds before RSS must stay flat (default: a fifth of the run, "
+                        "at least 60 s)")
+    s.add_argument("--min-seconds", type=float, default=5)
+    s.add_argument("--max-seconds", type=float, default=60)
+    s.add_argument("--stall-seconds", type=float, default=10)
+    s.add_argument("--idle-timeout", type=float, default=10)
+    s.add_argument("--sample-every", type=float, default=5)
+    s.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    if args.mode == "capacity":
+        return capacity(args)
+    if args.warmup is None:
+        args.warmup = max(60.0, args.seconds / 5)
+    return soak(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
