@@ -10,6 +10,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev grpc-proto
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev libsoxr-dev libcpp-httplib-dev zlib1g-dev libssl-dev openssl
+  # Microphone capture (oasr-client mic)
+  portaudio19-dev
   # Tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-yaml python3-grpcio python3-grpc-tools python3-protobuf

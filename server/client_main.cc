@@ -3,14 +3,20 @@
 //   oasr-client health  [--server HOST:PORT] [--service NAME]
 //   oasr-client models                         prints ListModels as JSON
 //   oasr-client stream  FILE...                streams WAV/raw files, prints partials and finals
+//   oasr-client mic [--wav FILE]                streams the microphone live (Ctrl-C ends)
 //   oasr-client recognize FILE                 one Recognize call, prints the result as JSON
 //   oasr-client load FILE... --concurrency N --duration S   paced load with accounting
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +26,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "oasr/asr/v1/asr.grpc.pb.h"
+#include "server/audio_capture.h"
 #include "server/audio_codec.h"
 #include "server/client_channel.h"
 #include "server/grpc_status.h"
@@ -284,6 +291,140 @@ int RunLoadTest(const oasr::server::ChannelOptions& channel_options,
   return report->warnings.empty() ? 0 : 1;
 }
 
+// What `mic` takes besides the recognition flags.
+struct MicFlags {
+  int device = -1;  // -1: the default input device.
+  int rate = 16000;
+  double seconds = 0;  // 0: until Ctrl-C.
+  std::string wav;     // Play this file as the microphone instead.
+  bool list = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+
+// The first Ctrl-C ends the stream (its final still comes); a second one
+// kills as usual.
+void OnInterrupt(int signal) {
+  g_interrupted.store(true);
+  std::signal(signal, SIG_DFL);
+}
+
+// Streams live audio (the microphone, or --wav in real time) until Ctrl-C,
+// --seconds or the file's end, then half-closes and prints the last final.
+// Partials are rewritten in place on a terminal and printed as lines
+// ("[partial] ...") otherwise; finals always get their own line.
+int RunMic(const std::shared_ptr<grpc::Channel>& channel, const RecognitionFlags& flags,
+           const MicFlags& mic, double timeout) {
+  if (mic.list) {
+    absl::StatusOr<std::string> devices = oasr::server::ListCaptureDevices();
+    if (!devices.ok()) {
+      std::fprintf(stderr, "oasr-client: %s\n", std::string(devices.status().message()).c_str());
+      return 1;
+    }
+    std::fputs(devices->empty() ? "no input devices\n" : devices->c_str(), stdout);
+    return 0;
+  }
+  std::unique_ptr<oasr::server::AudioCapture> capture;
+  if (!mic.wav.empty()) {
+    std::vector<int16_t> samples;
+    int rate = 0;
+    if (!LoadAudio(mic.wav, flags.raw_rate, &samples, &rate)) return 1;
+    capture = oasr::server::MakeReplayCapture(mic.wav, std::move(samples), rate);
+  } else {
+    absl::StatusOr<std::unique_ptr<oasr::server::AudioCapture>> opened =
+        oasr::server::OpenDeviceCapture(mic.device, mic.rate);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "oasr-client: mic: %s\n",
+                   std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    capture = std::move(*opened);
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int16_t> queued;
+  const bool tty = isatty(fileno(stdout)) != 0;
+  auto stub = oasr::asr::v1::Speech::NewStub(channel);
+  auto context = ContextWithDeadline(timeout);
+  auto call = stub->StreamingRecognize(context.get());
+  oasr::asr::v1::StreamingRecognizeRequest request;
+  *request.mutable_streaming_config() = MakeConfig(flags, capture->rate());
+  if (!call->Write(request)) return ReportRpcError("StreamingRecognize", call->Finish());
+
+  std::thread reader([&] {
+    oasr::asr::v1::StreamingRecognizeResponse response;
+    while (call->Read(&response)) {
+      for (const auto& result : response.results()) {
+        const std::string text =
+            result.alternatives_size() > 0 ? result.alternatives(0).transcript() : "";
+        if (result.is_final()) {
+          if (!text.empty()) std::printf(tty ? "\r\033[K%s\n" : "[final] %s\n", text.c_str());
+        } else if (tty) {
+          std::printf("\r\033[K%s", text.c_str());
+        } else {
+          std::printf("[partial] %s\n", text.c_str());
+        }
+      }
+      std::fflush(stdout);
+    }
+  });
+
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  absl::Status started = capture->Start([&](const int16_t* samples, size_t count) {
+    std::lock_guard<std::mutex> lock(mu);
+    queued.insert(queued.end(), samples, samples + count);
+    cv.notify_one();
+  });
+  if (!started.ok()) {
+    std::fprintf(stderr, "oasr-client: mic: %s\n", std::string(started.message()).c_str());
+    context->TryCancel();
+    reader.join();
+    call->Finish();
+    return 1;
+  }
+  std::fprintf(stderr, "listening to %s at %d Hz (Ctrl-C ends)\n", capture->name().c_str(),
+               capture->rate());
+  const size_t step =
+      std::max<size_t>(1, static_cast<size_t>(capture->rate()) * flags.chunk_ms / 1000);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int16_t> message;
+  bool open = true;
+  while (open) {
+    bool last = false;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return queued.size() >= step; });
+      const bool timed_out = mic.seconds > 0 && std::chrono::steady_clock::now() - start >=
+                                                    std::chrono::duration<double>(mic.seconds);
+      last = g_interrupted.load() || timed_out || capture->ended();
+      if (queued.size() < step && !last) continue;
+      message.swap(queued);
+      queued.clear();
+    }
+    if (last) capture->Stop();  // Then take what it delivered before stopping.
+    if (last) {
+      std::lock_guard<std::mutex> lock(mu);
+      message.insert(message.end(), queued.begin(), queued.end());
+      queued.clear();
+    }
+    if (!message.empty()) {
+      request.Clear();
+      request.set_audio_content(reinterpret_cast<const char*>(message.data()), message.size() * 2);
+      open = call->Write(request);
+    }
+    if (last) break;
+  }
+  capture->Stop();  // Before mu, cv and queued go: its sink uses them.
+  call->WritesDone();
+  reader.join();
+  if (tty) std::printf("\n");
+  grpc::Status status = call->Finish();
+  if (!status.ok()) return ReportRpcError("StreamingRecognize", status);
+  return 0;
+}
+
 int RunHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
               double timeout) {
   auto stub = grpc::health::v1::Health::NewStub(channel);
@@ -354,6 +495,16 @@ int main(int argc, char** argv) {
   CLI::App* recognize = app.add_subcommand("recognize", "Recognize one file (unary Recognize)");
   recognize->add_option("files", files, "A WAV or raw 16-bit PCM file")->required();
   add_recognition_flags(recognize, false);
+  MicFlags mic_flags;
+  CLI::App* mic = app.add_subcommand(
+      "mic", "Stream the microphone live: partials in place, finals on their own lines");
+  mic->add_option("--device", mic_flags.device, "Input device index (--list-devices)");
+  mic->add_option("--capture-rate", mic_flags.rate, "Capture rate in Hz")->capture_default_str();
+  mic->add_option("--seconds", mic_flags.seconds, "Stop after this long (0: at Ctrl-C)");
+  mic->add_option("--wav", mic_flags.wav,
+                  "Play this WAV or raw file in real time as if it were the microphone");
+  mic->add_flag("--list-devices", mic_flags.list, "List the input devices and exit");
+  add_recognition_flags(mic, true);
   CLI::App* load = app.add_subcommand(
       "load",
       "Load test: N concurrent real-time streams paced from a fixed clock, with per-stream "
@@ -408,6 +559,7 @@ int main(int argc, char** argv) {
   if (*health) return RunHealth(channel, service, timeout);
   if (*models) return RunModels(channel, timeout);
   if (*stream) return RunStreamFiles(channel, files, flags, stream_timeout);
+  if (*mic) return RunMic(channel, flags, mic_flags, stream_timeout);
   if (*recognize) return RunRecognize(channel, files.front(), flags, stream_timeout);
   return RunLoadTest(channel_options, files, flags, load_flags, stream_timeout);
 }
