@@ -73,7 +73,11 @@ Outcome RunStream(Engine& engine, const std::vector<int16_t>& audio, const Strea
   Outcome out;
   if (!stream.ok()) return out;
   EXPECT_TRUE((*stream)->PushAudio(audio).ok());
-  EXPECT_TRUE((*stream)->EndAudio().ok());
+  // A single utterance may have ended at its endpoint already (when this
+  // thread was slow to get here): then the end of audio is refused as such.
+  const absl::Status ended = (*stream)->EndAudio();
+  EXPECT_TRUE(ended.ok() || (request.decode.single_utterance && absl::IsFailedPrecondition(ended)))
+      << ended;
   StreamEvent event;
   while (!out.finish.has_value()) {
     if (!(*stream)->outbox().WaitPop(&event, 60)) {
