@@ -173,7 +173,11 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
     }
     if (!found) return error(absl::StrCat("missing \\", n, "-grams: section"));
     int64_t read = 0;
-    level.words.reserve(header_counts[n - 1] * n);
+    // The header's count is the file's word, not yet a fact: reserve at most
+    // 4 M entries up front (a claim of 2e18 must fail as a count mismatch,
+    // not as an allocation).
+    level.words.reserve(static_cast<size_t>(std::min<int64_t>(header_counts[n - 1], 1 << 22)) *
+                        static_cast<size_t>(n));
     while (next()) {
       if (IsBlank(line)) break;
       const std::vector<absl::string_view> fields =

@@ -157,6 +157,15 @@ TEST_F(NgramLmTest, NulBytesBelongToTheirLine) {
       << bad.status();
 }
 
+TEST_F(NgramLmTest, AHugeHeaderCountIsAMismatchNotAnAllocation) {
+  // Found by tests/fuzz (arpa): "ngram 2=2111111111111111111" reserved that
+  // many entries up front and threw std::length_error.
+  auto lm = Load(absl::StrReplaceAll(kArpa, {{"ngram 2=4", "ngram 2=2111111111111111111"}}));
+  ASSERT_FALSE(lm.ok());
+  EXPECT_NE(lm.status().message().find("the header says 2111111111111111111"), std::string::npos)
+      << lm.status();
+}
+
 TEST_F(NgramLmTest, ReadsGzip) {
   const std::string path = (dir_ / "lm.arpa.gz").string();
   gzFile out = gzopen(path.c_str(), "wb");
