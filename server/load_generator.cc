@@ -33,16 +33,10 @@ const double kLogGrowth = std::log(1.01);
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-double ThreadCpuSeconds() {
+// User + system CPU seconds of `who` (RUSAGE_THREAD or RUSAGE_SELF).
+double CpuSeconds(int who) {
   rusage usage{};
-  getrusage(RUSAGE_THREAD, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-}
-
-double ProcessCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
+  getrusage(who, &usage);
   return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
          1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
@@ -123,7 +117,6 @@ struct Stream {
   int64_t sent_base = 0;
   int64_t covered_samples = 0;
 
-  bool started = false;
   bool write_in_flight = false;
   bool config_sent = false;
   bool half_closed = false;
@@ -157,14 +150,14 @@ struct Run {
 
 class Worker {
  public:
-  Worker(Run* run, int id) : run_(run), id_(id), random_(run->options->seed * 7919 + id) {}
+  Worker(Run* run, int id) : run_(run), random_(run->options->seed * 7919 + id) {}
 
   void AddSlot(int slot, Clock::time_point first_start) {
     timers_.push({first_start, TimerKind::kSlotStart, nullptr, slot});
   }
 
   void Loop() {
-    const double cpu0 = ThreadCpuSeconds();
+    const double cpu0 = CpuSeconds(RUSAGE_THREAD);
     while (!timers_.empty() || live_ > 0) {
       const Clock::time_point now = Clock::now();
       Clock::time_point wake = now + std::chrono::milliseconds(100);
@@ -182,7 +175,7 @@ class Worker {
       }
       FireTimers();
     }
-    cpu_s_ = ThreadCpuSeconds() - cpu0;
+    cpu_s_ = CpuSeconds(RUSAGE_THREAD) - cpu0;
     cq_.Shutdown();
     void* tag;
     bool ok;
@@ -297,7 +290,6 @@ class Worker {
           s->reads_done = true;
           break;
         }
-        s->started = true;
         s->t0 = Clock::now();
         *s->request.mutable_streaming_config() = options().config;
         s->request.mutable_streaming_config()->mutable_config()->set_sample_rate_hertz(
@@ -491,7 +483,6 @@ class Worker {
   }
 
   Run* run_;
-  int id_;
   std::mt19937_64 random_;
   grpc::CompletionQueue cq_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
@@ -618,7 +609,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < options.threads; ++t) workers.push_back(std::make_unique<Worker>(&run, t));
-  const double cpu0 = ProcessCpuSeconds();
+  const double cpu0 = CpuSeconds(RUSAGE_SELF);
   run.begin = Clock::now();
   run.stop_starting =
       run.begin + std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
@@ -635,7 +626,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
 
   LoadReport report;
   report.wall_s = Seconds(Clock::now() - run.begin);
-  report.cpu_s = ProcessCpuSeconds() - cpu0;
+  report.cpu_s = CpuSeconds(RUSAGE_SELF) - cpu0;
   for (auto& worker : workers) {
     report.chunk_latency.Merge(worker->chunk_latency);
     report.final_latency.Merge(worker->final_latency);
