@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace oasr {
 namespace {
 
@@ -10,7 +12,10 @@ thread_local bool in_parallel_for = false;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] {
+    SetThreadName("oasr-pool");
+    WorkerLoop();
+  });
 }
 
 ThreadPool::~ThreadPool() {

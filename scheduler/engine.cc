@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/pool_sizing.h"
 #include "common/check.h"
+#include "common/thread_name.h"
 #include "encoder/pcm_source.h"
 #include "kernels/softmax.h"
 #include "scheduler/cohort_decode.h"
@@ -88,7 +89,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     engine->rescorer_ = std::move(rescorer);
   }
   if (absl::Status status = engine->Init(); !status.ok()) return status;
-  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  engine->thread_ = std::thread([e = engine.get()] {
+    SetThreadName("oasr-scheduler");
+    e->Loop();
+  });
   return engine;
 }
 

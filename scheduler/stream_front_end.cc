@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/thread_name.h"
 
 namespace oasr::scheduler {
 
@@ -12,7 +13,10 @@ FrontEndPool::FrontEndPool(int threads, std::function<void(int64_t tag)> on_done
     : on_done_(std::move(on_done)), busy_ns_(busy_ns) {
   OASR_CHECK(threads >= 1, "a front-end pool needs at least one thread");
   workers_.reserve(static_cast<size_t>(threads));
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] {
+      SetThreadName("oasr-frontend");
+      Work();
+    });
 }
 
 FrontEndPool::~FrontEndPool() {

@@ -19,9 +19,17 @@
 
 Both bind only 127.0.0.1, start and stop only the server they started, and
 exit non-zero when the run did not hold or pass. The server and client are
-taken from --build (default: build).
+taken from --build (default: build), or from --bin (a folder holding both,
+as a GPU bundle's bin/ does).
+
+Each capacity level also records where the CPU went: the server's and the
+load generator's threads grouped by name (the project names its threads
+oasr-scheduler, oasr-frontend, oasr-pool, oasr-events, oasr-load; gRPC
+names its own), the machine's busiest cores, and the GPU's utilisation and
+memory when nvidia-smi is present.
 """
 import argparse
+import collections
 import json
 import os
 import re
@@ -74,6 +82,110 @@ def proc_figures(pid):
     return rss, fds, cpu
 
 
+def thread_cpu(pid):
+    """CPU seconds of each thread of `pid`, grouped by thread name (digits dropped)."""
+    out = collections.Counter()
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        group = re.sub(r"[0-9]+$", "", name).rstrip("-_ ") or name
+        out[group] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def core_times():
+    """(busy, total) jiffies of every core from /proc/stat."""
+    cores = []
+    with open("/proc/stat") as f:
+        for line in f:
+            if re.match(r"cpu[0-9]+ ", line):
+                v = [int(x) for x in line.split()[1:]]
+                idle = v[3] + v[4]
+                cores.append((sum(v) - idle, sum(v)))
+    return cores
+
+
+class GpuSampler:
+    """nvidia-smi's utilisation and memory every second, when it is there."""
+
+    def __init__(self):
+        self.samples, self.proc = [], None
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits",
+                 "-lms", "1000"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            return
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                util, mem = (float(x) for x in line.split(","))
+                self.samples.append((time.time(), util, mem))
+            except ValueError:
+                pass
+
+    def between(self, t0, t1):
+        rows = [s for s in self.samples if t0 <= s[0] <= t1]
+        if not rows:
+            return None
+        return {"util_mean_pct": sum(r[1] for r in rows) / len(rows),
+                "util_max_pct": max(r[1] for r in rows),
+                "memory_used_mib_max": max(r[2] for r in rows)}
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
+
+
+class Profile:
+    """Thread-group CPU of the server and the client, and per-core load, over a span."""
+
+    def __init__(self, server_pid):
+        self.server_pid = server_pid
+        self.t0, self.cores0, self.server0 = time.time(), core_times(), thread_cpu(server_pid)
+        self.client0, self.client_pid = collections.Counter(), None
+
+    def watch_client(self, pid):
+        self.client_pid, self.client0 = pid, thread_cpu(pid)
+
+    def sample_client(self):
+        # The client's threads go with it: read them just before it exits.
+        if self.client_pid is not None:
+            self.client1 = thread_cpu(self.client_pid)
+
+    def finish(self):
+        wall = time.time() - self.t0
+        server1, cores1 = thread_cpu(self.server_pid), core_times()
+        client1 = getattr(self, "client1", collections.Counter())
+
+        def per_core(a, b):
+            return {k: round((b[k] - a.get(k, 0)) / wall, 3) for k in b
+                    if (b[k] - a.get(k, 0)) / wall >= 0.005}
+
+        loads = sorted(((b1 - b0) / max(1, t1 - t0) for (b0, t0), (b1, t1) in
+                        zip(self.cores0, cores1)), reverse=True)
+        return {"wall_s": wall,
+                "server_threads_cores": dict(sorted(per_core(self.server0, server1).items(),
+                                                    key=lambda kv: -kv[1])),
+                "client_threads_cores": dict(sorted(per_core(self.client0, client1).items(),
+                                                    key=lambda kv: -kv[1])),
+                "machine_cores_busy": round(sum(loads), 2),
+                "busiest_cores": [round(x, 2) for x in loads[:4]],
+                "cores": len(loads)}
+
+
 class Server:
     """oasr-server on loopback with the given extra flags."""
 
@@ -81,12 +193,13 @@ class Server:
         self.port, self.metrics_port = free_port(), free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="oasr-load-server-", suffix=".log",
                                                delete=False)
-        cmd = [os.path.join(args.build, "server", "oasr-server"), "--address", "127.0.0.1",
+        bin_dir = args.bin or os.path.join(args.build, "server")
+        cmd = [os.path.join(bin_dir, "oasr-server"), "--address", "127.0.0.1",
                "--port", str(self.port), "--metrics-address", "127.0.0.1", "--metrics-port",
                str(self.metrics_port), "--model-dir", args.model_dir, "--log-level", "warn"]
         self.proc = subprocess.Popen(cmd + extra, stdout=self.log, stderr=subprocess.STDOUT)
-        self.client = os.path.join(args.build, "server", "oasr-client")
-        deadline = time.time() + 120
+        self.client = os.path.join(bin_dir, "oasr-client")
+        deadline = time.time() + args.start_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited ({self.proc.returncode}); log: "
@@ -96,7 +209,7 @@ class Server:
             if ok:
                 return
             time.sleep(0.5)
-        raise RuntimeError("the server did not report SERVING within 120 s")
+        raise RuntimeError(f"the server did not report SERVING within {args.start_timeout} s")
 
     def wait_idle(self, seconds=60):
         """The last scrape once every idle gauge is 0 (or the last one at the deadline)."""
@@ -120,7 +233,7 @@ class Server:
         return self.proc.returncode
 
 
-def run_load(server, args, flags, tag):
+def run_load(server, args, flags, tag, profile=None):
     """oasr-client load with `flags`; (report dict, records list, its stdout)."""
     out_dir = tempfile.mkdtemp(prefix="oasr-load-")
     report_path = os.path.join(out_dir, f"{tag}.json")
@@ -129,8 +242,19 @@ def run_load(server, args, flags, tag):
                      if f.endswith(".wav"))
     cmd = [server.client, "--server", f"127.0.0.1:{server.port}", "load", *samples,
            "--report-json", report_path, "--records-json", records_path,
-           "--latency-bound-ms", str(args.latency_bound_ms)] + flags
-    done = subprocess.run(cmd, capture_output=True, text=True)
+           "--latency-bound-ms", str(args.latency_bound_ms)] + flags + args.client_flag
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if profile is not None:
+        profile.watch_client(proc.pid)
+        # Sample the client's threads until it exits (they are gone after).
+        while proc.poll() is None:
+            profile.sample_client()
+            try:
+                proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+    stdout, stderr = proc.communicate()
+    done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     sys.stdout.write(done.stdout)
     if done.returncode not in (0, 1) or not os.path.exists(report_path):
         raise RuntimeError(f"oasr-client load failed ({done.returncode}): {done.stderr}")
@@ -143,17 +267,22 @@ def run_load(server, args, flags, tag):
 
 def capacity(args):
     server = Server(args, args.server_flag)
+    gpu = GpuSampler()
     rows, held = [], None
     try:
         for level in [int(x) for x in args.levels.split(",")]:
             cpu0 = proc_figures(server.proc.pid)[2]
             t0 = time.time()
+            profile = Profile(server.proc.pid)
+            ramp = args.ramp if args.ramp is not None else min(args.seconds / 4, 10)
             report, _, _ = run_load(server, args, [
                 "--concurrency", str(level), "--duration", str(args.seconds),
-                "--ramp", str(min(args.seconds / 4, 10)), "--max-seconds", "20",
-                "--min-seconds", "5"], f"level{level}")
+                "--ramp", str(ramp), "--max-seconds", "20",
+                "--min-seconds", "5"], f"level{level}", profile)
             wall = time.time() - t0
             rss, fds, cpu1 = proc_figures(server.proc.pid)
+            prof = profile.finish()
+            prof["gpu"] = gpu.between(t0, time.time())
             server.wait_idle()
             row = {
                 "concurrency": level,
@@ -167,15 +296,23 @@ def capacity(args):
                 "server_cpu_cores": (cpu1 - cpu0) / wall,
                 "server_rss_mib": rss,
                 "warnings": report["warnings"],
+                "codes": report.get("codes"),
+                "audio_lost_streams": report.get("audio_lost_streams"),
+                "client_busiest_thread": report.get("busiest_thread"),
+                "audio_sent_s": report.get("audio_sent_s"),
+                "audio_processed_s": report.get("audio_processed_s"),
+                "profile": prof,
             }
             rows.append(row)
             ok = (report["failed_streams"] == 0 and
                   report["chunk_latency"]["p99_ms"] <= args.latency_bound_ms)
             print(f"== {level} streams: {'held' if ok else 'did not hold'}", flush=True)
+            print("   profile: " + json.dumps(prof), flush=True)
             if not ok:
                 break
             held = level
     finally:
+        gpu.stop()
         server.stop()
     print("\n| streams | chunk p50 ms | chunk p99 ms | final p99 ms | failed | server cores "
           "| client cores | server RSS MiB |")
@@ -277,16 +414,24 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--bin", help="folder with oasr-server and oasr-client (default: BUILD/server)")
+    p.add_argument("--start-timeout", type=float, default=120,
+                   help="seconds the server may take to report SERVING")
     p.add_argument("--model-dir", default=os.path.join(ROOT, "models", "en-conformer-ctc"))
     p.add_argument("--samples", default=os.path.join(ROOT, "samples"))
     p.add_argument("--latency-bound-ms", type=float, default=200)
     p.add_argument("--server-flag", action="append", default=[],
                    help="an extra server flag (repeat; e.g. --server-flag=--decode-threads=2)")
+    p.add_argument("--client-flag", action="append", default=[],
+                   help="an extra oasr-client load flag (repeat; e.g. --client-flag=--threads=8)")
     p.add_argument("--out", help="write the figures as JSON here")
     sub = p.add_subparsers(dest="mode", required=True)
     c = sub.add_parser("capacity")
     c.add_argument("--levels", default="4,8,12,16,24,32")
     c.add_argument("--seconds", type=float, default=60)
+    c.add_argument("--ramp", type=float, default=None,
+                   help="seconds over which a level's streams start (default: a quarter of "
+                        "--seconds, at most 10)")
     s = sub.add_parser("soak")
     s.add_argument("--concurrency", type=int, required=True)
     s.add_argument("--seconds", type=float, default=1800)

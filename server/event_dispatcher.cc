@@ -2,12 +2,17 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace oasr::server {
 
 EventDispatcher::EventDispatcher(int threads) {
   const int n = std::max(1, threads);
   threads_.reserve(n);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Work(); });
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] {
+      SetThreadName("oasr-events");
+      Work();
+    });
 }
 
 EventDispatcher::~EventDispatcher() {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/thread_name.h"
 #include "encoder/resampler.h"
 #include "nlohmann/json.hpp"
 #include "server/client_channel.h"
@@ -621,7 +622,10 @@ absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
         slot, run.begin + std::chrono::microseconds(static_cast<int64_t>(offset * 1e6)));
   }
   std::vector<std::thread> threads;
-  for (auto& worker : workers) threads.emplace_back([w = worker.get()] { w->Loop(); });
+  for (auto& worker : workers) threads.emplace_back([w = worker.get()] {
+      SetThreadName("oasr-load");
+      w->Loop();
+    });
   for (std::thread& t : threads) t.join();
 
   LoadReport report;

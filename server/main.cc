@@ -106,6 +106,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--num-threads", options.num_threads, "Encoder threads per cohort forward")
       ->capture_default_str();
+  app.add_option("--search", options.search,
+                 "CTC search: beam (language models, boosting, n-best) or greedy (one "
+                 "alternative, no language models; the cheapest per stream)")
+      ->check(CLI::IsMember({"beam", "greedy"}))
+      ->capture_default_str();
+  app.add_option("--beam-size", options.beam_size, "Prefixes the beam search keeps per frame")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_flag("!--no-lm", options.use_lm,
                "Decode without the model directory's language models (lm.json: unit and word)");
   app.add_option("--lm-weight", options.lm_weight,

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 
 namespace oasr::server {
 
@@ -28,7 +29,10 @@ absl::StatusOr<int> MetricsHttpServer::Start(const std::string& address, int por
     return absl::UnavailableError(
         absl::StrCat("metrics: cannot bind ", address, ":", port, " (in use or not permitted)"));
   }
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    SetThreadName("oasr-metrics");
+    http_->listen_after_bind();
+  });
   return bound;
 }
 

@@ -185,6 +185,11 @@ absl::Status Server::LoadModel() {
   }
   model_options.model.cpu_threads = options_.num_threads;
   model_options.model.use_lm = options_.use_lm;
+  model_options.model.decoder.method = options_.search == "greedy"
+                                           ? decoder::SearchMethod::kGreedy
+                                           : decoder::SearchMethod::kPrefixBeam;
+  model_options.model.decoder.search.beam_size = options_.beam_size;
+  model_options.model.decoder.search.first_beam_size = options_.beam_size;
   model_options.model.lm_weight = static_cast<float>(options_.lm_weight);
   model_options.name = options_.model_name;
   model_options.language_code = options_.language_code;

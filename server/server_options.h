@@ -55,6 +55,13 @@ struct ServerOptions {
   double max_buffered_audio_seconds = 60.0;
   // Encoder threads per cohort forward.
   int num_threads = 1;
+  // The CTC search: "beam" (prefix beam search with the language models,
+  // phrase boosting and n-best) or "greedy" (the best unit of each frame:
+  // one alternative, no language models, no boosting; several times
+  // cheaper per frame, for serving the most streams).
+  std::string search = "beam";
+  // Prefixes the beam search keeps after each frame (and tokens it expands).
+  int beam_size = 10;
   // Decode with the model directory's language models (lm.json: unit and word)
   // when it has them; false: the acoustic model alone.
   bool use_lm = true;

@@ -1,12 +1,54 @@
 #include "common/thread_pool.h"
 
+#include <pthread.h>
+
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
 #include <vector>
+
+#include "common/thread_name.h"
 
 #include "gtest/gtest.h"
 
 namespace oasr {
 namespace {
+
+std::string CurrentThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+TEST(ThreadNameTest, NamesTheCallingThreadAndShortensLongNames) {
+  std::string named, shortened;
+  std::thread([&] {
+    SetThreadName("oasr-test");
+    named = CurrentThreadName();
+    SetThreadName("a-name-longer-than-fifteen");
+    shortened = CurrentThreadName();
+  }).join();
+  EXPECT_EQ(named, "oasr-test");
+  EXPECT_EQ(shortened, "a-name-longer-t");
+}
+
+TEST(ThreadPoolTest, WorkersAreNamed) {
+  ThreadPool pool(3);
+  std::mutex mu;
+  std::set<std::string> names;
+  // Enough indices that the workers take some; the caller keeps its name.
+  for (int round = 0; round < 20 && names.count("oasr-pool") == 0; ++round) {
+    pool.ParallelFor(64, [&](int64_t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::lock_guard<std::mutex> lock(mu);
+      names.insert(CurrentThreadName());
+    });
+  }
+  EXPECT_EQ(names.count("oasr-pool"), 1u);
+}
 
 TEST(ThreadPoolTest, RunsEveryIndexOnce) {
   ThreadPool pool(3);

@@ -50,11 +50,13 @@ std::vector<int16_t> MakeAudio(uint32_t seed, double seconds, int rate) {
   return out;
 }
 
-std::vector<std::string> EngineFinals(const std::vector<int16_t>& audio, int rate) {
+std::vector<std::string> EngineFinals(const std::vector<int16_t>& audio, int rate,
+                                      decoder::SearchMethod method) {
   const std::string model_dir = SmallModelDir();
   scheduler::EngineConfig config;
   scheduler::ModelOptions options;
   options.model_dir = model_dir;
+  options.decoder.method = method;
   auto engine = scheduler::LoadEngine(options, config);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "decoder/ctc_decoder.h"
 #include "oasr/asr/v1/asr.grpc.pb.h"
 #include "server/server_options.h"
 #include "server/stream_client.h"
@@ -32,8 +33,11 @@ std::chrono::system_clock::time_point In(double seconds);
 std::vector<int16_t> MakeAudio(uint32_t seed, double seconds, int rate);
 
 // The final transcripts of `audio` through the engine in this process,
-// configured as the server's defaults (adds a gtest failure on error).
-std::vector<std::string> EngineFinals(const std::vector<int16_t>& audio, int rate);
+// configured as the server's defaults (adds a gtest failure on error), with
+// the CTC search `method`.
+std::vector<std::string> EngineFinals(
+    const std::vector<int16_t>& audio, int rate,
+    decoder::SearchMethod method = decoder::SearchMethod::kPrefixBeam);
 
 // Writes `bytes` to a file under the test's temporary directory; returns its path.
 std::string WriteTemp(const std::string& name, const std::string& bytes);

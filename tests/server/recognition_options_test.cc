@@ -1,11 +1,12 @@
 // Server paths beyond plain recognition, each through a real oasr-server
 // subprocess serving the small random model (fixture encoder_golden): the
 // idle-stream timeout, single_utterance ending at an endpoint, phrase
-// boosting, the keepalive flags, raw G.711 (mu-law, A-law) in Recognize, and
-// attention rescoring of a U2++ model's finals.
+// boosting, the keepalive flags, raw G.711 (mu-law, A-law) in Recognize,
+// attention rescoring of a U2++ model's finals, and --search greedy.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -224,6 +225,52 @@ TEST(PhraseBoostTest, ALargeBoostPutsThePhraseIntoTheTranscript) {
   ASSERT_TRUE(boosted.status.ok()) << boosted.status.error_message();
   EXPECT_NE(Joined(boosted.finals).find(phrase), std::string::npos)
       << "boosted: " << Joined(boosted.finals) << "\nplain: " << plain_text;
+}
+
+TEST(GreedySearchTest, ServesOneAlternativeOfTheGreedySearchAndRefusesPhrases) {
+  testing::ServerProcess server;
+  StartServer(&server, {"--search", "greedy"});
+  auto stub = Connect(server);
+  const std::vector<int16_t> audio = MakeAudio(7, 4.0, 16000);
+  asr::v1::StreamingRecognitionConfig config = Config(16000);
+  config.mutable_config()->set_max_alternatives(4);
+  server::StreamOutcome outcome = Stream(*stub, audio, config);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  // The greedy search has one hypothesis: finals carry one alternative, the
+  // greedy decode's, whatever max_alternatives asks.
+  const std::vector<std::string> expected =
+      EngineFinals(audio, 16000, decoder::SearchMethod::kGreedy);
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(outcome.finals, expected);
+  int finals = 0;
+  for (const auto& response : outcome.responses) {
+    for (const auto& r : response.results()) {
+      if (!r.is_final()) continue;
+      ++finals;
+      EXPECT_EQ(r.alternatives_size(), 1);
+    }
+  }
+  EXPECT_EQ(finals, static_cast<int>(expected.size()));
+
+  // Phrase boosting needs the beam search: refused at the first message.
+  asr::v1::StreamingRecognitionConfig boosted = Config(16000);
+  boosted.mutable_config()->add_speech_contexts()->add_phrases("t40t41");
+  server::StreamOutcome refused = Stream(*stub, audio, boosted);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.status.error_message().find("greedy"), std::string::npos)
+      << refused.status.error_message();
+
+  // The same server with the default search answers with several.
+  testing::ServerProcess beam;
+  StartServer(&beam, {});
+  auto beam_stub = Connect(beam);
+  server::StreamOutcome nbest = Stream(*beam_stub, audio, config);
+  ASSERT_TRUE(nbest.status.ok()) << nbest.status.error_message();
+  int most = 0;
+  for (const auto& response : nbest.responses) {
+    for (const auto& r : response.results()) most = std::max(most, r.alternatives_size());
+  }
+  EXPECT_GT(most, 1);
 }
 
 // A client channel that pings every `ping_ms`, with or without calls and data.
