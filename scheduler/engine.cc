@@ -320,6 +320,14 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
   }
   if (absl::Status status = request.decode.Validate(); !status.ok()) return status;
   auto shared = std::make_shared<StreamShared>(std::move(notify));
+  absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> pipeline;
+  if (frontend_pool_ != nullptr) {
+    // The front end is made here (the model's factories are const), so the
+    // stream's audio goes from PushAudio straight to the workers. A failure
+    // is the scheduler's to report, as without workers.
+    pipeline = device_front_end_ ? model_->CreateDeviceFrontEnd(request.sample_rate)
+                                 : model_->CreateFrontEnd(request.sample_rate);
+  }
   Command command;
   command.type = Command::Type::kOpen;
   command.time = Clock::now();
@@ -338,6 +346,10 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
     ++open_streams_;
     id = next_id_++;
     command.stream_id = id;
+    if (pipeline.ok() && *pipeline != nullptr) {
+      shared->frontend =
+          std::make_shared<StreamFrontEnd>(std::move(*pipeline), frontend_pool_.get(), id);
+    }
     commands_.push_back(std::move(command));
   }
   cv_.notify_one();
@@ -374,6 +386,12 @@ absl::Status EngineStream::PushAudio(std::span<const int16_t> samples) {
     return error;
   }
   shared_->samples_pushed.fetch_add(static_cast<int64_t>(samples.size()));
+  if (shared_->frontend != nullptr) {
+    // To the front-end workers directly: the scheduler hears of it when a
+    // worker has published the rows of a chunk.
+    shared_->frontend->PushFromClient(samples);
+    return absl::OkStatus();
+  }
   Engine::Command command;
   command.type = Engine::Command::Type::kAudio;
   command.stream_id = id_;
@@ -503,17 +521,21 @@ void Engine::Handle(Command& command) {
     s->shared = std::move(command.open->shared);
     s->opened = command.time;
     s->last_audio = command.time;
-    absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> frontend =
-        device_front_end_ ? model_->CreateDeviceFrontEnd(s->sample_rate)
-                          : model_->CreateFrontEnd(s->sample_rate);
     Stream& ref = *s;
     streams_[s->id] = std::move(s);
-    if (!frontend.ok()) {
-      Finish(ref, FinishReason::kError, frontend.status());
-      return;
+    if (ref.shared->frontend != nullptr) {
+      ref.frontend = ref.shared->frontend;  // Made by OpenStream.
+    } else {
+      absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> frontend =
+          device_front_end_ ? model_->CreateDeviceFrontEnd(ref.sample_rate)
+                            : model_->CreateFrontEnd(ref.sample_rate);
+      if (!frontend.ok()) {
+        Finish(ref, FinishReason::kError, frontend.status());
+        return;
+      }
+      ref.frontend =
+          std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(), ref.id);
     }
-    ref.frontend =
-        std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(), ref.id);
     waiting_.push_back(&ref);
     return;
   }
@@ -562,7 +584,7 @@ void Engine::Handle(Command& command) {
         return;
       }
       if (!s.ready_since.has_value() && (ChunkReady(s) || s.frontend->flushed())) {
-        s.ready_since = s.last_audio;
+        s.ready_since = LastAudio(s);
       }
       MarkReady(s);
       return;
@@ -628,10 +650,27 @@ int64_t Engine::ChunkFrames(const Stream& s) const {
   return available > right_context_ && s.frontend->flushed() ? available : 0;
 }
 
+Engine::Clock::time_point Engine::LastAudio(const Stream& s) const {
+  // Audio pushed straight to the workers is stamped there; the rest came
+  // through the scheduler's commands.
+  return s.shared->frontend != nullptr ? std::max(s.last_audio, s.frontend->published_audio_time())
+                                       : s.last_audio;
+}
+
 void Engine::MarkReady(Stream& s) {
   // A chunk to run, or the end of the audio with none left (drained: the
   // next tick finishes it).
-  if (s.admitted && !s.queued && (ChunkReady(s) || s.frontend->flushed())) {
+  if (!s.admitted || s.queued) return;
+  bool ready = ChunkReady(s) || s.frontend->flushed();
+  if (!ready && frontend_pool_ != nullptr && s.inflight_row < 0) {
+    // Not yet: the workers notify once the next chunk's frames are
+    // published (or at the flush), not at every message. Frames published
+    // while arming may not notify, so look again after.
+    s.frontend->NotifyWhenFrames(s.chunks_done * stride_frames_ + window_frames_);
+    ready = ChunkReady(s) || s.frontend->flushed();
+    if (ready && !s.ready_since.has_value()) s.ready_since = LastAudio(s);
+  }
+  if (ready) {
     s.queued = true;
     s.ready_index = ready_.size();
     ready_.push_back(&s);

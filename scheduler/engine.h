@@ -62,6 +62,10 @@ struct StreamShared {
   std::atomic<int64_t> samples_pushed{0};    // Input-rate samples sent.
   std::atomic<int64_t> samples_consumed{0};  // Input-rate samples decoded.
   std::atomic<bool> ended{false};            // EndAudio or Cancel was called.
+  // With front-end workers: the stream's front end, made when the stream
+  // opens, so that PushAudio hands audio to the workers without passing
+  // through the scheduler thread (which learns of it when a chunk is ready).
+  std::shared_ptr<StreamFrontEnd> frontend;
 };
 
 // The owner's handle on one stream. Thread-safe; the Engine must outlive it.
@@ -205,6 +209,8 @@ class Engine {
   // the audio a last short one; 0 when no chunk is ready.
   int64_t ChunkFrames(const Stream& s) const;
   bool ChunkReady(const Stream& s) const { return ChunkFrames(s) > 0; }
+  // Arrival of the newest audio the stream's front end has taken in.
+  Clock::time_point LastAudio(const Stream& s) const;
   // Seconds of audio `frames` encoder frames cover (the model's frame clock).
   double FramesToSeconds(int64_t frames) const { return frames * frame_shift_ms_ / 1000.0; }
   // A stream's audio_processed: its decoded frames on the model's clock, at

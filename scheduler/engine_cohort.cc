@@ -78,8 +78,13 @@ void Engine::PickCohort() {
     if (s.inflight_row >= 0) continue;
     const int64_t feat_frames = ChunkFrames(s);
     if (feat_frames == 0) {
-      // No chunk: drained after the end of the audio, or not ready after all.
-      if (s.frontend->flushed()) Finish(s, FinishReason::kStop);
+      // No chunk: drained after the end of the audio, or not ready after all
+      // (then the workers are asked to say when it is).
+      if (s.frontend->flushed()) {
+        Finish(s, FinishReason::kStop);
+      } else {
+        MarkReady(s);
+      }
       continue;
     }
     if (check_capacity_) {
@@ -342,7 +347,7 @@ void Engine::AfterChunk(Row& row, Clock::time_point now) {
     latencies_.push_back(std::chrono::duration<double>(now - *s.ready_since).count());
     s.ready_since.reset();
   }
-  if (ChunkReady(s)) s.ready_since = s.last_audio;
+  if (ChunkReady(s)) s.ready_since = LastAudio(s);
   MarkReady(s);  // Already has the next chunk (a client ahead of real time) or its end.
 
   if (row.decoder_status.finished) {

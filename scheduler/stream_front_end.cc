@@ -1,5 +1,6 @@
 #include "scheduler/stream_front_end.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -34,6 +35,14 @@ void FrontEndPool::Submit(std::shared_ptr<StreamFrontEnd> job) {
     kept_.push_back(std::move(job));
     return;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void FrontEndPool::SubmitNow(std::shared_ptr<StreamFrontEnd> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
@@ -96,6 +105,26 @@ absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
   return absl::OkStatus();
 }
 
+void StreamFrontEnd::PushFromClient(std::span<const int16_t> audio) {
+  OASR_CHECK(pool_ != nullptr, "PushFromClient needs a front-end pool");
+  const auto now = std::chrono::steady_clock::now();
+  bool submit = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    pending_.emplace_back(audio.begin(), audio.end());
+    pending_time_ = now;
+    submit = !scheduled_;
+    scheduled_ = true;
+  }
+  if (submit) pool_->SubmitNow(shared_from_this());
+}
+
+std::chrono::steady_clock::time_point StreamFrontEnd::published_audio_time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return published_time_;
+}
+
 absl::Status StreamFrontEnd::End() {
   if (pool_ == nullptr) {
     absl::Status status = pipeline_->InputFinished();
@@ -130,6 +159,7 @@ absl::Status StreamFrontEnd::error() const {
 void StreamFrontEnd::Run() {
   while (true) {
     bool end = false;
+    std::chrono::steady_clock::time_point taken_time;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_ || !error_.ok() || (pending_.empty() && !end_pending_)) {
@@ -137,6 +167,7 @@ void StreamFrontEnd::Run() {
         return;
       }
       taken_.swap(pending_);
+      taken_time = pending_time_;
       end = end_pending_;
       end_pending_ = false;
     }
@@ -164,12 +195,24 @@ void StreamFrontEnd::Run() {
         return;
       }
       PublishLocked();
+      published_time_ = std::max(published_time_, taken_time);
       if (!status.ok()) error_ = status;
       if (status.ok() && end) flushed_.store(true, std::memory_order_release);
       more = status.ok() && (!pending_.empty() || end_pending_);
       if (!more) scheduled_ = false;
     }
-    pool_->on_done_(tag_);
+    // Notify at a failure, the flush, or the owner's threshold (once); the
+    // fence pairs with NotifyWhenFrames' (the owner re-reads the frames
+    // after arming, so one side sees the other).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool notify = !status.ok() || end;
+    if (!notify) {
+      int64_t want = notify_frames_.load(std::memory_order_seq_cst);
+      notify = want == kNotifyAlways ||
+               (NumFramesReady() >= want &&
+                notify_frames_.compare_exchange_strong(want, kNotifyNever));
+    }
+    if (notify) pool_->on_done_(tag_);
     if (!more) return;
   }
 }

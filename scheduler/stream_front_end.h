@@ -9,12 +9,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -54,7 +57,10 @@ class FrontEndPool {
 
  private:
   friend class StreamFrontEnd;
+  // On the owner's thread (kept back while held).
   void Submit(std::shared_ptr<StreamFrontEnd> job);
+  // On any thread (PushFromClient): queued now.
+  void SubmitNow(std::shared_ptr<StreamFrontEnd> job);
   void Work();
 
   std::function<void(int64_t)> on_done_;
@@ -84,6 +90,25 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // is processed now and a failure is returned; with a pool it returns OK and
   // a failure shows in error() once a worker met it.
   absl::Status Push(std::vector<int16_t> audio);
+  // With a pool only, from any thread (the client's, not the owner's): as
+  // Push, copying `audio`, stamped with its arrival time. Audio pushed so
+  // goes to the pipeline in order with the owner's Push and End calls made
+  // after it returns.
+  void PushFromClient(std::span<const int16_t> audio);
+
+  // With a pool: the owner wants a notification (the pool's on_done) only
+  // once `frames` feature frames are published (NumFramesReady() >= frames),
+  // or at the end's flush or a failure, which always notify. It fires once;
+  // the owner arms it again for the next threshold, and then re-reads
+  // NumFramesReady(), since frames published while it armed may not notify.
+  // Until first armed, every publication notifies.
+  void NotifyWhenFrames(int64_t frames) {
+    notify_frames_.store(frames, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  // Arrival of the newest audio whose rows are published (PushFromClient's
+  // stamp); the epoch when none was stamped.
+  std::chrono::steady_clock::time_point published_audio_time() const;
   // No more audio: the resampler's tail is flushed after the queued audio.
   absl::Status End();
   // Drops queued work and the output of work in flight. Idempotent.
@@ -123,6 +148,8 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   std::vector<std::vector<int16_t>> pending_;  // Audio not yet given to the pipeline.
   std::vector<std::vector<int16_t>> taken_;    // Worker scratch (keeps capacity).
   bool end_pending_ = false;
+  std::chrono::steady_clock::time_point pending_time_{};    // Newest pending audio's arrival.
+  std::chrono::steady_clock::time_point published_time_{};  // Newest published audio's arrival.
   bool scheduled_ = false;  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
@@ -131,6 +158,9 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   encoder::FrameBuffer published_;
   std::atomic<int64_t> rows_ready_{0};
   std::atomic<bool> flushed_{false};
+  static constexpr int64_t kNotifyAlways = -1;  // Never armed.
+  static constexpr int64_t kNotifyNever = std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> notify_frames_{kNotifyAlways};  // NotifyWhenFrames; Never once fired.
 };
 
 }  // namespace oasr::scheduler

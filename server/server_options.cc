@@ -31,9 +31,11 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "shutdown_grace_seconds: ", shutdown_grace_seconds, " is negative (minimum 0)"));
   }
-  if (max_active_streams < 1 || max_active_streams > 4096) {
+  // A GPU holds tens of thousands (each slot's cache is allocated at start:
+  // a count the device cannot hold fails there, naming the memory).
+  if (max_active_streams < 1 || max_active_streams > 262144) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_active_streams: ", max_active_streams, " is outside [1, 4096]"));
+        absl::StrCat("max_active_streams: ", max_active_streams, " is outside [1, 262144]"));
   }
   if (max_waiting_streams < 0 || max_waiting_streams > 1000000) {
     return absl::InvalidArgumentError(

@@ -7,8 +7,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -248,6 +251,68 @@ TEST(StreamFrontEndTest, ClosingWhileAWorkerHoldsTheStreamIsSafe) {
   }
   EXPECT_TRUE(watch.expired());
   EXPECT_EQ(calls.load(), 1);  // Nothing was published after Close.
+}
+
+// Audio from the client's thread (PushFromClient) goes through the pipeline
+// in order, stamped; once armed, the pool notifies only when the wanted
+// frames are published (once), and always at the flush.
+TEST(StreamFrontEndTest, ClientPushesNotifyAtTheArmedFramesOnceAndAtTheFlush) {
+  Done done;
+  done.calls.assign(1, 0);
+  FrontEndPool pool(2, [&](int64_t tag) { done(tag); });
+  std::mt19937 rng(13);
+  constexpr int kRate = 16000;
+  auto f = std::make_shared<StreamFrontEnd>(Pipeline(kRate), &pool, 0);
+  auto reference = Pipeline(kRate);
+  const std::vector<int16_t> audio = Tone(rng, kRate * 2, kRate);
+  auto wait_for = [&](auto pred) {
+    std::unique_lock<std::mutex> lock(done.mu);
+    return done.cv.wait_for(lock, std::chrono::seconds(10), pred);
+  };
+  auto calls = [&] {
+    std::lock_guard<std::mutex> lock(done.mu);
+    return done.calls[0];
+  };
+  // Never armed: every publication notifies.
+  const auto before = std::chrono::steady_clock::now();
+  f->PushFromClient(std::span<const int16_t>(audio.data(), 1600));  // 100 ms
+  ASSERT_TRUE(reference->AcceptPcm16(audio.data(), 1600).ok());
+  ASSERT_TRUE(wait_for([&] { return done.calls[0] == 1; }));
+  EXPECT_GE(f->published_audio_time(), before);
+  EXPECT_LE(f->published_audio_time(), std::chrono::steady_clock::now());
+  // Armed 30 frames ahead: 100 ms pieces (10 frames each) publish without
+  // notifying until the threshold is crossed, then once.
+  const int64_t want = f->NumFramesReady() + 30;
+  f->NotifyWhenFrames(want);
+  size_t sent = 1600;
+  while (f->NumFramesReady() < want + 20) {
+    ASSERT_LT(sent + 1600, audio.size());
+    f->PushFromClient(std::span<const int16_t>(audio.data() + sent, 1600));
+    ASSERT_TRUE(reference->AcceptPcm16(audio.data() + sent, 1600).ok());
+    sent += 1600;
+    // Wait (polling: no notification is due) until the worker published it.
+    const int64_t expect = reference->NumFramesReady();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (f->NumFramesReady() != expect && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(f->NumFramesReady(), expect);
+    if (f->NumFramesReady() < want) EXPECT_EQ(calls(), 1) << "notified below the threshold";
+  }
+  ASSERT_TRUE(wait_for([&] { return done.calls[0] == 2; }));
+  EXPECT_EQ(calls(), 2) << "notified more than once for one threshold";
+  // The end's flush notifies though nothing was armed since.
+  ASSERT_TRUE(f->End().ok());
+  ASSERT_TRUE(reference->InputFinished().ok());
+  done.WaitFlushed(*f);
+  EXPECT_EQ(calls(), 3);
+  // In order: the same frames as the inline pipeline.
+  const int64_t frames = reference->NumFramesReady();
+  ASSERT_EQ(f->NumFramesReady(), frames);
+  std::vector<float> got(frames * Fbank::kNumBins), expected(frames * Fbank::kNumBins);
+  ASSERT_TRUE(f->GetFrames(0, frames, got.data()).ok());
+  ASSERT_TRUE(reference->GetFrames(0, frames, expected.data()).ok());
+  EXPECT_EQ(got, expected);
 }
 
 }  // namespace
