@@ -1,8 +1,7 @@
 // The Kaldi log-mel filterbank of a batch of PCM windows (the GPU front end):
 // for row r and frame t, the 400 samples starting at pcm[r, 160 t], DC
-// removed, pre-emphasis 0.97, the window, a 512-point power spectrum (on
-// the GPU a direct DFT of the 400 samples, since the zero padding adds
-// nothing; on the CPU an FFT), the mel weights, log floored at float epsilon,
+// removed, pre-emphasis 0.97, the window, a 512-point power spectrum (an
+// FFT: on the GPU two frames a complex FFT), the mel weights, log floored at float epsilon,
 // then (x - mean) * istd. Frames at or past frames[r] are written as zeros.
 // The tables come from the front end that defines the features
 // (encoder::Fbank), so this op and the CPU front end compute the same thing.

@@ -82,6 +82,39 @@ def proc_figures(pid):
     return rss, fds, cpu
 
 
+def engine_figures(m0, m1, wall):
+    """The engine's own view of a span from two /metrics scrapes: its audio
+    rate, ticks, mean cohort, chunk latency (bucket bounds) and the scheduler
+    thread's time by part (seconds per second)."""
+    if not m0 or not m1:
+        return None
+
+    def d(name):
+        return m1.get(name, 0.0) - m0.get(name, 0.0)
+
+    out = {"audio_x_real_time": d("oasr_audio_seconds_processed_total") / wall,
+           "ticks_per_s": d("oasr_engine_ticks_total") / wall,
+           "chunks_per_s": d("oasr_chunks_processed_total") / wall}
+    ticks = d("oasr_engine_ticks_total")
+    out["mean_cohort"] = d("oasr_chunks_processed_total") / ticks if ticks else None
+    out["scheduler_parts"] = {
+        k[len('oasr_engine_seconds_total{part="'):-2]: round(d(k) / wall, 3)
+        for k in m1 if k.startswith('oasr_engine_seconds_total{part="')}
+    buckets = sorted(((float(k.split('le="')[1].split('"')[0]), d(k)) for k in m1
+                      if k.startswith('oasr_chunk_latency_seconds_bucket{le="') and
+                      "+Inf" not in k), key=lambda b: b[0])
+    total = d("oasr_chunk_latency_seconds_count")
+    for q in (0.5, 0.99):
+        bound = None
+        for upper, cumulative in buckets:
+            if total and cumulative >= q * total:
+                bound = upper
+                break
+        out[f"chunk_p{int(q * 100)}_s_at_most"] = bound
+    out["grpc_streams_open"] = m1.get("oasr_grpc_streams_open")
+    return out
+
+
 def thread_cpu(pid):
     """CPU seconds of each thread of `pid`, grouped by thread name (digits dropped)."""
     out = collections.Counter()
@@ -274,6 +307,17 @@ def capacity(args):
             cpu0 = proc_figures(server.proc.pid)[2]
             t0 = time.time()
             profile = Profile(server.proc.pid)
+            metrics0 = scrape(server.metrics_port)
+            mid = {}
+
+            def scrape_mid(at=t0 + (args.ramp if args.ramp is not None else
+                                    min(args.seconds / 4, 10)) + args.seconds / 2):
+                # The engine's view in the level's steady part (the ramp done).
+                while time.time() < at and server.proc.poll() is None:
+                    time.sleep(0.2)
+                mid["t"], mid["m"] = time.time(), scrape(server.metrics_port)
+            mid_thread = threading.Thread(target=scrape_mid, daemon=True)
+            mid_thread.start()
             ramp = args.ramp if args.ramp is not None else min(args.seconds / 4, 10)
             report, _, _ = run_load(server, args, [
                 "--concurrency", str(level), "--duration", str(args.seconds),
@@ -283,6 +327,10 @@ def capacity(args):
             rss, fds, cpu1 = proc_figures(server.proc.pid)
             prof = profile.finish()
             prof["gpu"] = gpu.between(t0, time.time())
+            mid_thread.join(timeout=1)
+            if mid.get("m"):
+                prof["engine_first_half"] = engine_figures(metrics0, mid["m"], mid["t"] - t0)
+            prof["engine"] = engine_figures(metrics0, scrape(server.metrics_port), wall)
             server.wait_idle()
             row = {
                 "concurrency": level,

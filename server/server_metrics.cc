@@ -1,6 +1,7 @@
 #include "server/server_metrics.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
@@ -86,6 +87,22 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
   Header(out, "oasr_rescoring_seconds_total", "counter",
          "Scheduler time spent rescoring final results with the attention decoder.");
   absl::StrAppend(out, "oasr_rescoring_seconds_total ", e.rescoring_ns.load() / 1e9, "\n");
+  // The scheduler thread's time by part (the serving path's profile: a
+  // part near 1 s per s is the thread's limit), and the front-end workers'.
+  Header(out, "oasr_engine_ticks_total", "counter", "Scheduler ticks (one cohort each at most).");
+  Sample(out, "oasr_engine_ticks_total", e.ticks.load());
+  Header(out, "oasr_engine_seconds_total", "counter",
+         "Scheduler thread time by part: tick (all of it), and within it frontend (staging), "
+         "model (enqueueing the forward), decode, device_wait, commands, emit; frontend_workers "
+         "is the front-end workers' summed time.");
+  const std::pair<const char*, int64_t> parts[] = {
+      {"tick", e.tick_ns.load()},           {"frontend", e.frontend_ns.load()},
+      {"model", e.model_ns.load()},         {"decode", e.decode_ns.load()},
+      {"device_wait", e.device_wait_ns.load()}, {"commands", e.commands_ns.load()},
+      {"emit", e.emit_ns.load()},           {"frontend_workers", e.frontend_pool_ns.load()}};
+  for (const auto& [part, ns] : parts) {
+    absl::StrAppend(out, "oasr_engine_seconds_total{part=\"", part, "\"} ", ns / 1e9, "\n");
+  }
   RenderHistogram(out, "oasr_chunk_latency_seconds",
                   "From the audio that completed a chunk arriving to its result.",
                   e.chunk_latency_s);
