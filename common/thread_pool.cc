@@ -12,10 +12,12 @@ thread_local bool in_parallel_for = false;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] {
-    SetThreadName("oasr-pool");
-    WorkerLoop();
-  });
+  for (int i = 1; i < threads; ++i) {
+    workers_.emplace_back([this] {
+      SetThreadName("oasr-pool");
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -325,8 +325,7 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
     // The front end is made here (the model's factories are const), so the
     // stream's audio goes from PushAudio straight to the workers. A failure
     // is the scheduler's to report, as without workers.
-    pipeline = device_front_end_ ? model_->CreateDeviceFrontEnd(request.sample_rate)
-                                 : model_->CreateFrontEnd(request.sample_rate);
+    pipeline = CreatePipeline(request.sample_rate);
   }
   Command command;
   command.type = Command::Type::kOpen;
@@ -527,8 +526,7 @@ void Engine::Handle(Command& command) {
       ref.frontend = ref.shared->frontend;  // Made by OpenStream.
     } else {
       absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> frontend =
-          device_front_end_ ? model_->CreateDeviceFrontEnd(ref.sample_rate)
-                            : model_->CreateFrontEnd(ref.sample_rate);
+          CreatePipeline(ref.sample_rate);
       if (!frontend.ok()) {
         Finish(ref, FinishReason::kError, frontend.status());
         return;
@@ -648,6 +646,12 @@ int64_t Engine::ChunkFrames(const Stream& s) const {
   const int64_t available = s.frontend->NumFramesReady() - s.chunks_done * stride_frames_;
   if (available >= window_frames_) return window_frames_;
   return available > right_context_ && s.frontend->flushed() ? available : 0;
+}
+
+absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> Engine::CreatePipeline(
+    int sample_rate) const {
+  return device_front_end_ ? model_->CreateDeviceFrontEnd(sample_rate)
+                           : model_->CreateFrontEnd(sample_rate);
 }
 
 Engine::Clock::time_point Engine::LastAudio(const Stream& s) const {

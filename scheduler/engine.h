@@ -209,6 +209,9 @@ class Engine {
   // the audio a last short one; 0 when no chunk is ready.
   int64_t ChunkFrames(const Stream& s) const;
   bool ChunkReady(const Stream& s) const { return ChunkFrames(s) > 0; }
+  // A stream's front-end pipeline: the PCM source of the device front end,
+  // or the host's fbank. Const, so any thread may call it.
+  absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreatePipeline(int sample_rate) const;
   // Arrival of the newest audio the stream's front end has taken in.
   Clock::time_point LastAudio(const Stream& s) const;
   // Seconds of audio `frames` encoder frames cover (the model's frame clock).

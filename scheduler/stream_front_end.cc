@@ -1,6 +1,5 @@
 #include "scheduler/stream_front_end.h"
 
-#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -14,10 +13,12 @@ FrontEndPool::FrontEndPool(int threads, std::function<void(int64_t tag)> on_done
     : on_done_(std::move(on_done)), busy_ns_(busy_ns) {
   OASR_CHECK(threads >= 1, "a front-end pool needs at least one thread");
   workers_.reserve(static_cast<size_t>(threads));
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] {
+  for (int i = 0; i < threads; ++i) {
+    workers_.emplace_back([this] {
       SetThreadName("oasr-frontend");
       Work();
     });
+  }
 }
 
 FrontEndPool::~FrontEndPool() {
@@ -35,11 +36,7 @@ void FrontEndPool::Submit(std::shared_ptr<StreamFrontEnd> job) {
     kept_.push_back(std::move(job));
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(job));
-  }
-  cv_.notify_one();
+  SubmitNow(std::move(job));
 }
 
 void FrontEndPool::SubmitNow(std::shared_ptr<StreamFrontEnd> job) {
@@ -79,8 +76,8 @@ void FrontEndPool::Work() {
   }
 }
 
-StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline,
-                               FrontEndPool* pool, int64_t tag)
+StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
+                               int64_t tag)
     : pipeline_(std::move(pipeline)),
       layout_(pipeline_->layout()),
       pool_(pool),
@@ -195,7 +192,7 @@ void StreamFrontEnd::Run() {
         return;
       }
       PublishLocked();
-      published_time_ = std::max(published_time_, taken_time);
+      published_time_ = taken_time;  // pending_time_ only grows.
       if (!status.ok()) error_ = status;
       if (status.ok() && end) flushed_.store(true, std::memory_order_release);
       more = status.ok() && (!pending_.empty() || end_pending_);
@@ -208,9 +205,9 @@ void StreamFrontEnd::Run() {
     bool notify = !status.ok() || end;
     if (!notify) {
       int64_t want = notify_frames_.load(std::memory_order_seq_cst);
-      notify = want == kNotifyAlways ||
-               (NumFramesReady() >= want &&
-                notify_frames_.compare_exchange_strong(want, kNotifyNever));
+      notify =
+          want == kNotifyAlways ||
+          (NumFramesReady() >= want && notify_frames_.compare_exchange_strong(want, kNotifyNever));
     }
     if (notify) pool_->on_done_(tag_);
     if (!more) return;
@@ -230,8 +227,7 @@ void StreamFrontEnd::PublishLocked() {
 absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out) const {
   if (pool_ == nullptr) return pipeline_->GetFrames(start, count, out);
   std::lock_guard<std::mutex> lock(mu_);
-  return published_.Get(layout_.FirstRow(start), layout_.WindowRows(count), out,
-                        "StreamFrontEnd");
+  return published_.Get(layout_.FirstRow(start), layout_.WindowRows(count), out, "StreamFrontEnd");
 }
 
 void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -69,7 +69,7 @@ class FrontEndPool {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<StreamFrontEnd>> queue_;
   bool stopping_ = false;
-  bool held_ = false;                                 // The owner's thread's.
+  bool held_ = false;                                  // The owner's thread's.
   std::vector<std::shared_ptr<StreamFrontEnd>> kept_;  // Submitted while held.
   std::vector<std::thread> workers_;
 };
@@ -83,8 +83,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
  public:
   // `pool` (not owned, may be null: inline) must outlive the stream's work;
   // `tag` is passed to the pool's on_done.
-  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
-                 int64_t tag);
+  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool, int64_t tag);
 
   // Queues 16-bit PCM at the stream's rate (moved in, not copied). Inline, it
   // is processed now and a failure is returned; with a pool it returns OK and
@@ -150,7 +149,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   bool end_pending_ = false;
   std::chrono::steady_clock::time_point pending_time_{};    // Newest pending audio's arrival.
   std::chrono::steady_clock::time_point published_time_{};  // Newest published audio's arrival.
-  bool scheduled_ = false;  // Queued on or running on a worker.
+  bool scheduled_ = false;                                  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
   // Published rows (pool only); rows_ready_ is its end(), readable without

@@ -306,19 +306,18 @@ def capacity(args):
         for level in [int(x) for x in args.levels.split(",")]:
             cpu0 = proc_figures(server.proc.pid)[2]
             t0 = time.time()
+            ramp = args.ramp if args.ramp is not None else min(args.seconds / 4, 10)
             profile = Profile(server.proc.pid)
             metrics0 = scrape(server.metrics_port)
             mid = {}
 
-            def scrape_mid(at=t0 + (args.ramp if args.ramp is not None else
-                                    min(args.seconds / 4, 10)) + args.seconds / 2):
+            def scrape_mid(at=t0 + ramp + args.seconds / 2):
                 # The engine's view in the level's steady part (the ramp done).
                 while time.time() < at and server.proc.poll() is None:
                     time.sleep(0.2)
                 mid["t"], mid["m"] = time.time(), scrape(server.metrics_port)
             mid_thread = threading.Thread(target=scrape_mid, daemon=True)
             mid_thread.start()
-            ramp = args.ramp if args.ramp is not None else min(args.seconds / 4, 10)
             report, _, _ = run_load(server, args, [
                 "--concurrency", str(level), "--duration", str(args.seconds),
                 "--ramp", str(ramp), "--max-seconds", "20",

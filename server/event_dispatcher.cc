@@ -9,10 +9,12 @@ namespace oasr::server {
 EventDispatcher::EventDispatcher(int threads) {
   const int n = std::max(1, threads);
   threads_.reserve(n);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] {
+  for (int i = 0; i < n; ++i) {
+    threads_.emplace_back([this] {
       SetThreadName("oasr-events");
       Work();
     });
+  }
 }
 
 EventDispatcher::~EventDispatcher() {

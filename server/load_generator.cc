@@ -622,10 +622,12 @@ absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
         slot, run.begin + std::chrono::microseconds(static_cast<int64_t>(offset * 1e6)));
   }
   std::vector<std::thread> threads;
-  for (auto& worker : workers) threads.emplace_back([w = worker.get()] {
+  for (auto& worker : workers) {
+    threads.emplace_back([w = worker.get()] {
       SetThreadName("oasr-load");
       w->Loop();
     });
+  }
   for (std::thread& t : threads) t.join();
 
   LoadReport report;

@@ -95,11 +95,14 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
          "Scheduler thread time by part: tick (all of it), and within it frontend (staging), "
          "model (enqueueing the forward), decode, device_wait, commands, emit; frontend_workers "
          "is the front-end workers' summed time.");
-  const std::pair<const char*, int64_t> parts[] = {
-      {"tick", e.tick_ns.load()},           {"frontend", e.frontend_ns.load()},
-      {"model", e.model_ns.load()},         {"decode", e.decode_ns.load()},
-      {"device_wait", e.device_wait_ns.load()}, {"commands", e.commands_ns.load()},
-      {"emit", e.emit_ns.load()},           {"frontend_workers", e.frontend_pool_ns.load()}};
+  const std::pair<const char*, int64_t> parts[] = {{"tick", e.tick_ns.load()},
+                                                   {"frontend", e.frontend_ns.load()},
+                                                   {"model", e.model_ns.load()},
+                                                   {"decode", e.decode_ns.load()},
+                                                   {"device_wait", e.device_wait_ns.load()},
+                                                   {"commands", e.commands_ns.load()},
+                                                   {"emit", e.emit_ns.load()},
+                                                   {"frontend_workers", e.frontend_pool_ns.load()}};
   for (const auto& [part, ns] : parts) {
     absl::StrAppend(out, "oasr_engine_seconds_total{part=\"", part, "\"} ", ns / 1e9, "\n");
   }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "common/thread_name.h"
-
 #include "gtest/gtest.h"
 
 namespace oasr {
