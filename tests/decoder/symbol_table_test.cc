@@ -2,9 +2,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 namespace oasr::decoder {
 namespace {
@@ -34,7 +36,8 @@ TEST(SymbolTableTest, AcceptsIdsInAnyOrder) {
 }
 
 TEST(SymbolTableTest, LoadsFromFile) {
-  const std::string path = ::testing::TempDir() + "/units_test.txt";
+  const std::string path =
+      ::testing::TempDir() + "/units_test_" + std::to_string(::getpid()) + ".txt";
   std::ofstream(path) << "<blank> 0\n\xe4\xbd\xa0 1\n";
   absl::StatusOr<SymbolTable> table = SymbolTable::Load(path);
   ASSERT_TRUE(table.ok()) << table.status();

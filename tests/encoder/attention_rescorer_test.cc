@@ -4,6 +4,10 @@
 // n-best over the reference's encoder output, the rescoring totals and the
 // winner for several weight settings; grouping independence; the loader's
 // and the rescorer's refusals.
+#include "encoder/attention_rescorer.h"
+
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +17,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "encoder/attention_rescorer.h"
 #include "encoder/conformer_model.h"
 #include "encoder/npy_io.h"
 #include "gtest/gtest.h"
@@ -86,7 +89,8 @@ TEST(AttentionRescorerTest, ScoresAndWinnerMatchTheReference) {
         (*rescorer)->Score(k.memory.data<float>(), frames, Spans(k.hyps), left, right).ok());
     for (const auto& run : k.runs) {
       const double cw = run["ctc_weight"], rw = run["reverse_weight"], sw = run["rescoring_weight"];
-      SCOPED_TRACE(absl::StrCat("ctc_weight ", cw, " reverse_weight ", rw, " rescoring_weight ", sw));
+      SCOPED_TRACE(
+          absl::StrCat("ctc_weight ", cw, " reverse_weight ", rw, " rescoring_weight ", sw));
       const auto ref_left = run["left_scores"].get<std::vector<double>>();
       const auto ref_right = run["right_scores"].get<std::vector<double>>();
       const auto ref_total = run["scores"].get<std::vector<double>>();
@@ -132,7 +136,8 @@ TEST(AttentionRescorerTest, GroupingDoesNotChangeAScore) {
         auto rescorer = AttentionRescorer::Create(k.model.get(), ctx.get(), options);
         ASSERT_TRUE(rescorer.ok()) << rescorer.status();
         std::vector<double> left(n);
-        ASSERT_TRUE((*rescorer)->Score(k.memory.data<float>(), frames, Spans(k.hyps), left, {}).ok());
+        ASSERT_TRUE(
+            (*rescorer)->Score(k.memory.data<float>(), frames, Spans(k.hyps), left, {}).ok());
         scores.push_back(left);
       }
     }
@@ -196,7 +201,11 @@ class DecoderJsonTest : public ::testing::Test {
       if (c["name"] == "u2_rescoring") source_ = c["model_dir"].get<std::string>();
     }
     ASSERT_FALSE(source_.empty());
-    dir_ = std::filesystem::path(::testing::TempDir()) / "decoder_json_model";
+    // One directory per process and test: ctest runs the tests of this
+    // fixture side by side.
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("decoder_json_model_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::copy(source_, dir_, std::filesystem::copy_options::recursive);
     std::ifstream in(dir_ / "decoder.json");

@@ -3,6 +3,8 @@
 // small safetensors writer for building broken model files.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -143,10 +145,11 @@ inline void WriteSafetensors(const std::string& path,
   WriteFile(path, out + text + data);
 }
 
-// Copies a model directory to a fresh temporary one named after the test.
+// Copies a model directory to a fresh temporary one named after the test and
+// the process (tests run side by side).
 inline std::string CopyModelDir(const std::string& src, const std::string& name) {
-  const std::filesystem::path dst =
-      std::filesystem::temp_directory_path() / ("oasr_encoder_" + name);
+  const std::filesystem::path dst = std::filesystem::temp_directory_path() /
+                                    ("oasr_encoder_" + std::to_string(::getpid()) + "_" + name);
   std::filesystem::remove_all(dst);
   std::filesystem::copy(src, dst, std::filesystem::copy_options::recursive);
   return dst.string();

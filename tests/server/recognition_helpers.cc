@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -85,7 +86,7 @@ std::vector<std::string> EngineFinals(const std::vector<int16_t>& audio, int rat
 }
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
