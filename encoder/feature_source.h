@@ -31,8 +31,9 @@ struct RowLayout {
   }
   // Whole frames whose input `rows` rows hold.
   constexpr int64_t FramesIn(int64_t rows) const {
-    return rows < rows_per_frame + extra_rows ? 0
-                                              : (rows - extra_rows - rows_per_frame) / rows_per_frame + 1;
+    return rows < rows_per_frame + extra_rows
+               ? 0
+               : (rows - extra_rows - rows_per_frame) / rows_per_frame + 1;
   }
   constexpr bool operator==(const RowLayout&) const = default;
 };
@@ -44,6 +45,9 @@ class FeatureSource {
   virtual ~FeatureSource() = default;
 
   virtual RowLayout layout() const { return {}; }
+  // True when AcceptPcm16 costs about a copy of its input (no resampling,
+  // no fbank): cheaper to run where the audio arrives than to hand it on.
+  virtual bool CopiesInput() const { return false; }
 
   // Feeds n 16-bit PCM samples at the source's input rate.
   // FAILED_PRECONDITION after InputFinished.

@@ -31,6 +31,8 @@ class PcmSource final : public FeatureSource {
   static absl::StatusOr<std::unique_ptr<PcmSource>> Create(const FeaturePipelineOptions& options);
 
   RowLayout layout() const override { return kLayout; }
+  // At 16 kHz the samples only become rows of floats.
+  bool CopiesInput() const override { return resampler_->in_rate() == resampler_->out_rate(); }
   absl::Status AcceptPcm16(const int16_t* samples, int64_t n) override;
   // Flushes the resampler's tail and the tail padding (options'
   // tail_padding_samples zeros); a last partial row (under 5 ms, less than

@@ -77,11 +77,12 @@ void FrontEndPool::Work() {
 }
 
 StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
-                               int64_t tag)
+                               int64_t tag, bool client_runs_cheap_work)
     : pipeline_(std::move(pipeline)),
       layout_(pipeline_->layout()),
       pool_(pool),
       tag_(tag),
+      client_runs_cheap_work_(client_runs_cheap_work && pool != nullptr),
       published_(layout_.width) {}
 
 absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
@@ -114,7 +115,15 @@ void StreamFrontEnd::PushFromClient(std::span<const int16_t> audio) {
     submit = !scheduled_;
     scheduled_ = true;
   }
-  if (submit) pool_->SubmitNow(shared_from_this());
+  if (!submit) return;
+  if (client_runs_cheap_work_) {
+    // Cheaper here than a worker's wake-up; scheduled_ keeps the workers
+    // off the stream meanwhile, and the reference keeps it alive.
+    const std::shared_ptr<StreamFrontEnd> self = shared_from_this();
+    self->Run();
+    return;
+  }
+  pool_->SubmitNow(shared_from_this());
 }
 
 std::chrono::steady_clock::time_point StreamFrontEnd::published_audio_time() const {

@@ -24,7 +24,7 @@ as a GPU bundle's bin/ does).
 
 Each capacity level also records where the CPU went: the server's and the
 load generator's threads grouped by name (the project names its threads
-oasr-scheduler, oasr-frontend, oasr-pool, oasr-events, oasr-load; gRPC
+oasr-scheduler, oasr-frontend, oasr-pool, oasr-events, oasr-grpc, oasr-load; gRPC
 names its own), the machine's busiest cores, and the GPU's utilisation and
 memory when nvidia-smi is present.
 """

@@ -132,9 +132,4 @@ grpc::ServerUnaryReactor* GoogleSpeechService::Recognize(grpc::CallbackServerCon
       });
 }
 
-grpc::ServerBidiReactor<gspeech::StreamingRecognizeRequest, gspeech::StreamingRecognizeResponse>*
-GoogleSpeechService::StreamingRecognize(grpc::CallbackServerContext* call_context) {
-  return new StreamingCall<GoogleStreamingApi>(call_context, context_);
-}
-
 }  // namespace oasr::server

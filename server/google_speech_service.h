@@ -48,8 +48,14 @@ class GoogleStreamingApi {
   std::string language_code_;
 };
 
+// Google's Recognize on the callback API, StreamingRecognize on the async
+// API (streaming_call.h).
+using GoogleSpeechServiceBase = google::cloud::speech::v1::Speech::WithCallbackMethod_Recognize<
+    google::cloud::speech::v1::Speech::WithAsyncMethod_StreamingRecognize<
+        google::cloud::speech::v1::Speech::Service>>;
+
 // Thread-safe; every method returns at once.
-class GoogleSpeechService final : public google::cloud::speech::v1::Speech::CallbackService {
+class GoogleSpeechService final : public GoogleSpeechServiceBase {
  public:
   // `context` (not owned) must outlive every call.
   explicit GoogleSpeechService(ServiceContext* context) : context_(context) {}
@@ -58,10 +64,6 @@ class GoogleSpeechService final : public google::cloud::speech::v1::Speech::Call
       grpc::CallbackServerContext* call_context,
       const google::cloud::speech::v1::RecognizeRequest* request,
       google::cloud::speech::v1::RecognizeResponse* response) override;
-
-  grpc::ServerBidiReactor<google::cloud::speech::v1::StreamingRecognizeRequest,
-                          google::cloud::speech::v1::StreamingRecognizeResponse>*
-  StreamingRecognize(grpc::CallbackServerContext* call_context) override;
 
  private:
   ServiceContext* const context_;

@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   app.add_option("--frontend-threads", options.frontend_threads,
                  "Threads for resampling and fbank off the scheduler thread (0: on it)")
       ->capture_default_str();
+  app.add_option("--grpc-threads", options.grpc_threads,
+                 "Threads (one completion queue each) that run the streaming calls (0: a quarter "
+                 "of the hardware threads, 2 to 8)")
+      ->capture_default_str();
   app.add_option("--max-pending-responses", options.max_pending_responses,
                  "Responses waiting for a slow reader before reading pauses")
       ->capture_default_str();

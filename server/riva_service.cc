@@ -103,11 +103,6 @@ grpc::ServerUnaryReactor* RivaService::Recognize(grpc::CallbackServerContext* ca
       });
 }
 
-grpc::ServerBidiReactor<riva_asr::StreamingRecognizeRequest, riva_asr::StreamingRecognizeResponse>*
-RivaService::StreamingRecognize(grpc::CallbackServerContext* call_context) {
-  return new StreamingCall<RivaStreamingApi>(call_context, context_);
-}
-
 grpc::ServerUnaryReactor* RivaService::GetRivaSpeechRecognitionConfig(
     grpc::CallbackServerContext* call_context,
     const riva_asr::RivaSpeechRecognitionConfigRequest* request,

@@ -41,8 +41,15 @@ class RivaStreamingApi {
   nvidia::riva::RequestId id_;
 };
 
+// Riva's methods on the callback API, except StreamingRecognize, on the
+// async API (streaming_call.h).
+using RivaServiceBase = nvidia::riva::asr::RivaSpeechRecognition::WithCallbackMethod_Recognize<
+    nvidia::riva::asr::RivaSpeechRecognition::WithCallbackMethod_GetRivaSpeechRecognitionConfig<
+        nvidia::riva::asr::RivaSpeechRecognition::WithAsyncMethod_StreamingRecognize<
+            nvidia::riva::asr::RivaSpeechRecognition::Service>>>;
+
 // Thread-safe; every method returns at once.
-class RivaService final : public nvidia::riva::asr::RivaSpeechRecognition::CallbackService {
+class RivaService final : public RivaServiceBase {
  public:
   // `context` (not owned) must outlive every call.
   explicit RivaService(ServiceContext* context) : context_(context) {}
@@ -50,10 +57,6 @@ class RivaService final : public nvidia::riva::asr::RivaSpeechRecognition::Callb
   grpc::ServerUnaryReactor* Recognize(grpc::CallbackServerContext* call_context,
                                       const nvidia::riva::asr::RecognizeRequest* request,
                                       nvidia::riva::asr::RecognizeResponse* response) override;
-
-  grpc::ServerBidiReactor<nvidia::riva::asr::StreamingRecognizeRequest,
-                          nvidia::riva::asr::StreamingRecognizeResponse>*
-  StreamingRecognize(grpc::CallbackServerContext* call_context) override;
 
   // Two Configs for the served model, "online" and "offline" (Riva's
   // clients look for one of each), or none while no model is served or when

@@ -15,6 +15,7 @@
 #include "common/version.h"
 #include "grpc/health/v1/health.pb.h"
 #include "nlohmann/json.hpp"
+#include "server/streaming_call.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::server {
@@ -86,12 +87,24 @@ absl::Status Server::Start() {
   builder.RegisterService(speech_service_.get());
   builder.RegisterService(riva_service_.get());
   builder.RegisterService(google_service_.get());
+  call_queues_ = std::make_unique<CallQueues>(
+      &builder, options_.grpc_threads > 0 ? options_.grpc_threads : CallQueues::DefaultThreads());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || grpc_port_ == 0) {
     grpc_server_.reset();
+    call_queues_.reset();
     return absl::UnavailableError(
         absl::StrCat("cannot serve gRPC on ", target, " (address in use or not permitted)"));
   }
+  // Each queue waits for the next StreamingRecognize call of every API.
+  call_queues_->Start([this](grpc::ServerCompletionQueue* queue) {
+    StreamingCall<NativeStreamingApi, SpeechService>::Accept(speech_service_.get(), queue,
+                                                             call_queues_.get(), &context_);
+    StreamingCall<RivaStreamingApi, RivaService>::Accept(riva_service_.get(), queue,
+                                                         call_queues_.get(), &context_);
+    StreamingCall<GoogleStreamingApi, GoogleSpeechService>::Accept(google_service_.get(), queue,
+                                                                   call_queues_.get(), &context_);
+  });
   // NOT_SERVING until the model is ready.
   SetHealth(grpc_server_.get(), false);
 
@@ -99,7 +112,7 @@ absl::Status Server::Start() {
     metrics_ = std::make_unique<MetricsHttpServer>([this] { return RenderMetrics(); });
     absl::StatusOr<int> bound = metrics_->Start(MetricsAddress(options_), options_.metrics_port);
     if (!bound.ok()) {
-      grpc_server_->Shutdown();
+      StopGrpc(std::chrono::system_clock::now());
       grpc_server_.reset();
       return bound.status();
     }
@@ -108,7 +121,7 @@ absl::Status Server::Start() {
 
   if (!options_.model_dir.empty()) {
     if (absl::Status status = LoadModel(); !status.ok()) {
-      grpc_server_->Shutdown();
+      StopGrpc(std::chrono::system_clock::now());
       grpc_server_.reset();
       if (metrics_) metrics_->Stop();
       return status;
@@ -253,8 +266,10 @@ void Server::LogServing() const {
       tls_ != nullptr ? absl::StrCat("TLS, ", tls_->Describe()) : "plaintext", kSpeechServiceName,
       kRivaServiceName, kGoogleServiceName);
 
-  spdlog::debug("calls handle their streams' events on {} dispatcher threads",
-                dispatcher_->threads());
+  spdlog::debug(
+      "streaming calls run on {} gRPC queue threads, their events on {} dispatcher "
+      "threads",
+      call_queues_->threads(), dispatcher_->threads());
   if (metrics_port_ >= 0) {
     spdlog::info("metrics on http://{}:{}/metrics", MetricsAddress(options_), metrics_port_);
   }
@@ -316,9 +331,14 @@ void Server::Shutdown() {
   // No recognition call is left (or the last ones had their chance): stop at
   // once, cutting health watchers and the connections clients keep open,
   // which a deadline in the future would wait for (so would docker stop).
-  grpc_server_->Shutdown(std::chrono::system_clock::now());
+  StopGrpc(std::chrono::system_clock::now());
   if (metrics_) metrics_->Stop();
   spdlog::info("shut down");
+}
+
+void Server::StopGrpc(std::chrono::system_clock::time_point deadline) {
+  grpc_server_->Shutdown(deadline);
+  call_queues_->Stop();
 }
 
 void Server::Wait() {

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "server/access_control.h"
+#include "server/call_queues.h"
 #include "server/event_dispatcher.h"
 #include "server/google_speech_service.h"
 #include "server/metrics_http.h"
@@ -70,6 +71,9 @@ class Server {
   void LogServing() const;
   // Waits until no recognition call is open or `deadline` passes.
   void WaitForCallsUntil(std::chrono::steady_clock::time_point deadline);
+  // Stops gRPC (cancelling what is left by `deadline`), then the streaming
+  // calls' queues.
+  void StopGrpc(std::chrono::system_clock::time_point deadline);
 
   const ServerOptions options_;
   std::string device_;
@@ -85,6 +89,9 @@ class Server {
   std::unique_ptr<SpeechService> speech_service_;
   std::unique_ptr<RivaService> riva_service_;
   std::unique_ptr<GoogleSpeechService> google_service_;
+  // The streaming calls' queues and threads: outlive the gRPC server, which
+  // must shut down before they do.
+  std::unique_ptr<CallQueues> call_queues_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<MetricsHttpServer> metrics_;
   int grpc_port_ = 0;

@@ -61,6 +61,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
                                                    " is outside [0, 256] (0 runs it inline)"));
   }
+  if (grpc_threads < 0 || grpc_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc_threads: ", grpc_threads, " is outside [0, 64] (0 sizes it to the machine)"));
+  }
   if (max_pending_responses < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_pending_responses: ", max_pending_responses, " is below 1"));

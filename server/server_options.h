@@ -86,6 +86,10 @@ struct ServerOptions {
   // scheduler thread; 0 runs them on it. Default: half the hardware
   // threads, at most 4, at least 1.
   int frontend_threads = DefaultFrontendThreads();
+  // Completion queues (one polling thread each) the streaming calls run on;
+  // 0: CallQueues::DefaultThreads() (a quarter of the hardware threads, 2
+  // to 8).
+  int grpc_threads = 0;
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio.
   int max_pending_responses = 16;

@@ -45,7 +45,7 @@ struct ServiceContext {
   // call's lock held each time the call takes its engine stream's events,
   // before it drains them (tests/server/slow_call_test.cc makes one call's handling slow with
   // it). Set before the server starts; never changed while calls run.
-  std::function<void(const grpc::CallbackServerContext& call)> on_stream_events_for_test;
+  std::function<void(const grpc::ServerContextBase& call)> on_stream_events_for_test;
 };
 
 // A call that opens no engine stream: OK, or UNAUTHENTICATED without a

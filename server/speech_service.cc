@@ -3,7 +3,6 @@
 #include "common/device.h"
 #include "common/version.h"
 #include "server/recognize_call.h"
-#include "server/streaming_call.h"
 
 namespace oasr::server {
 
@@ -40,11 +39,6 @@ grpc::ServerUnaryReactor* SpeechService::GetServerInfo(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   reactor->Finish(grpc::Status::OK);
   return reactor;
-}
-
-grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest, asr::v1::StreamingRecognizeResponse>*
-SpeechService::StreamingRecognize(grpc::CallbackServerContext* context) {
-  return new StreamingCall<NativeStreamingApi>(context, context_);
 }
 
 grpc::ServerUnaryReactor* SpeechService::Recognize(grpc::CallbackServerContext* context,

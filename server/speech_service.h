@@ -11,9 +11,15 @@ namespace oasr::server {
 // Fills the build and machine facts of a ServerInfo (everything but uptime).
 void FillBuildInfo(const std::string& device, asr::v1::ServerInfo* info);
 
+// The service's methods on the callback API, except StreamingRecognize, on
+// the async API (the Server's CallQueues run it: streaming_call.h).
+using SpeechServiceBase = asr::v1::Speech::WithCallbackMethod_GetServerInfo<
+    asr::v1::Speech::WithCallbackMethod_Recognize<asr::v1::Speech::WithCallbackMethod_ListModels<
+        asr::v1::Speech::WithAsyncMethod_StreamingRecognize<asr::v1::Speech::Service>>>>;
+
 // Thread-safe; every method returns at once (recognition runs on the
 // engine's scheduler thread; the calls answer on the event dispatcher).
-class SpeechService final : public asr::v1::Speech::CallbackService {
+class SpeechService final : public SpeechServiceBase {
  public:
   // `device` is the inference device the server runs on ("cpu", "cuda:0").
   // `context` (not owned) must outlive every call.
@@ -22,10 +28,6 @@ class SpeechService final : public asr::v1::Speech::CallbackService {
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const asr::v1::GetServerInfoRequest* request,
                                           asr::v1::ServerInfo* response) override;
-
-  // One StreamingCall reactor per call (see streaming_call.h).
-  grpc::ServerBidiReactor<asr::v1::StreamingRecognizeRequest, asr::v1::StreamingRecognizeResponse>*
-  StreamingRecognize(grpc::CallbackServerContext* context) override;
 
   grpc::ServerUnaryReactor* Recognize(grpc::CallbackServerContext* context,
                                       const asr::v1::RecognizeRequest* request,

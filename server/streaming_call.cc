@@ -5,51 +5,120 @@
 #include "server/google_speech_service.h"
 #include "server/grpc_status.h"
 #include "server/riva_service.h"
+#include "server/speech_service.h"
 #include "spdlog/spdlog.h"
 
 namespace oasr::server {
 
-template <typename Api>
-StreamingCall<Api>::StreamingCall(grpc::CallbackServerContext* call_context,
-                                  ServiceContext* context)
-    : call_context_(call_context), context_(context), link_(std::make_shared<Link>()) {
-  OASR_CHECK(context_->dispatcher != nullptr, "a streaming call needs the event dispatcher");
-  link_->call = this;
-  context_->metrics.streaming_calls_active.fetch_add(1);
-  context_->metrics.streaming_calls_total.fetch_add(1);
-  std::lock_guard<std::recursive_mutex> lock(link_->mu);
-  if (grpc::Status admitted = AdmitStreamCall(context_, *call_context_, &lease_); !admitted.ok()) {
-    FailLocked(admitted);
-    return;
-  }
-  // Initial metadata now tells the client the call was admitted (a client
-  // may wait for it before sending audio).
-  this->StartSendInitialMetadata();
-  MaybeReadLocked();
-  if (context_->stream_idle_timeout.count() > 0) {
-    ArmIdleAlarmLocked(context_->stream_idle_timeout);
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::Accept(Service* service, grpc::ServerCompletionQueue* queue,
+                                         CallQueues* queues, ServiceContext* context) {
+  // The object is the request's until a call arrives (or the server shuts
+  // down and the request fails); no other thread knows it before.
+  auto* call = new StreamingCall(service, queue, queues, context);
+  if (!queues->PostIfRunning([call] {
+        call->call_context_.AsyncNotifyWhenDone(&call->done_op_);
+        call->service_->RequestStreamingRecognize(&call->call_context_, &call->stream_io_,
+                                                  call->queue_, call->queue_, &call->accept_op_);
+      })) {
+    delete call;
   }
 }
 
-template <typename Api>
-void StreamingCall<Api>::ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay) {
+template <typename Api, typename Service>
+StreamingCall<Api, Service>::StreamingCall(Service* service, grpc::ServerCompletionQueue* queue,
+                                           CallQueues* queues, ServiceContext* context)
+    : service_(service),
+      queue_(queue),
+      queues_(queues),
+      context_(context),
+      link_(std::make_shared<Link>()),
+      stream_io_(&call_context_) {
+  OASR_CHECK(context_->dispatcher != nullptr, "a streaming call needs the event dispatcher");
+  queues_->Enter();
+  // The request; the done notice is counted once the call has arrived (a
+  // request that fails never gets one).
+  outstanding_ = 1;
+}
+
+template <typename Api, typename Service>
+StreamingCall<Api, Service>::~StreamingCall() {
+  queues_->Leave();
+}
+
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnAccepted(bool ok) {
+  if (!ok) {
+    // The server is shutting down: no call came for this request.
+    delete this;
+    return;
+  }
+  // The next call of this API on this queue.
+  Accept(service_, queue_, queues_, context_);
+  link_->call = this;
+  context_->metrics.streaming_calls_active.fetch_add(1);
+  context_->metrics.streaming_calls_total.fetch_add(1);
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    // The request came back (SettleLocked below); the done notice is now owed.
+    ++outstanding_;
+    if (grpc::Status admitted = AdmitStreamCall(context_, call_context_, &lease_); !admitted.ok()) {
+      FailLocked(admitted);
+    } else {
+      // Initial metadata now tells the client the call was admitted (a
+      // client may wait for it before sending audio).
+      writing_ = true;
+      ++outstanding_;
+      stream_io_.SendInitialMetadata(&write_op_);
+      MaybeReadLocked();
+      if (context_->stream_idle_timeout.count() > 0) {
+        ArmIdleAlarmLocked(context_->stream_idle_timeout);
+      }
+    }
+    last = SettleLocked();
+  }
+  if (last) delete this;
+}
+
+template <typename Api, typename Service>
+bool StreamingCall<Api, Service>::SettleLocked() {
+  --outstanding_;
+  if (outstanding_ > 0) return false;
+  // Nothing of gRPC's refers to the call any more: cut it from the engine
+  // and the dispatcher.
+  link_->call = nullptr;
+  if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+  context_->metrics.streaming_calls_active.fetch_sub(1);
+  return true;
+}
+
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay) {
   // grpc::Alarm takes system_clock deadlines; the delay is measured on the
   // steady clock, so a wall-clock step only shifts when the check runs.
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::duration_cast<std::chrono::system_clock::duration>(delay);
-  // Replacing a fired alarm from inside its own callback is safe: gRPC keeps
-  // the alarm's state alive until the callback returns.
-  idle_alarm_ = std::make_unique<grpc::Alarm>();
-  std::shared_ptr<Link> link = link_;
-  idle_alarm_->Set(deadline, [link](bool fired) {
-    if (!fired) return;  // Cancelled: the call is done.
-    std::lock_guard<std::recursive_mutex> lock(link->mu);
-    if (link->call != nullptr) link->call->CheckIdleLocked();
-  });
+  alarm_pending_ = true;
+  ++outstanding_;
+  idle_alarm_.Set(queue_, deadline, &alarm_op_);
 }
 
-template <typename Api>
-void StreamingCall<Api>::CheckIdleLocked() {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnAlarm(bool fired) {
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    alarm_pending_ = false;
+    // Not fired: cancelled, because the call is finishing.
+    if (fired) CheckIdleLocked();
+    last = SettleLocked();
+  }
+  if (last) delete this;
+}
+
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::CheckIdleLocked() {
   // After a half-close or the end of the call there is nothing to wait for.
   if (finished_ || client_done_) return;
   const auto timeout = context_->stream_idle_timeout;
@@ -74,64 +143,63 @@ void StreamingCall<Api>::CheckIdleLocked() {
                    "the stream when the audio ends")));
 }
 
-template <typename Api>
-void StreamingCall<Api>::MaybeReadLocked() {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::MaybeReadLocked() {
   if (reading_ || client_done_ || finished_) return;
   if (static_cast<int>(pending_.size()) >= context_->max_pending_responses) return;
   reading_ = true;
   message_in_hand_.store(false, std::memory_order_relaxed);
   read_started_ = std::chrono::steady_clock::now();
-  this->StartRead(&request_);
+  ++outstanding_;
+  stream_io_.Read(&request_, &read_op_);
 }
 
-template <typename Api>
-void StreamingCall<Api>::OnReadDone(bool ok) {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnReadDone(bool ok) {
   message_in_hand_.store(true, std::memory_order_relaxed);
   // Audio (up to max_message_bytes) is decoded before the lock, so the
-  // dispatcher and this call's other reactions never wait behind it. That is
-  // safe: one read is in flight at a time and the next starts only from
-  // MaybeReadLocked at the end of this reaction (reading_ stays set until
-  // then), so request_ and samples_ are this reaction's alone; stream_ and
-  // config_ were set by the first message's reaction before this read was
-  // started, and never change after.
+  // dispatcher never waits behind it. That is safe: one read is in flight
+  // at a time and the next starts only from MaybeReadLocked at the end of
+  // this reaction (reading_ stays set until then), so request_ and samples_
+  // are this reaction's alone; stream_ and config_ were set by the first
+  // message's reaction before this read was started, and never change after.
   absl::Status decoded;
   if (ok && stream_ != nullptr && !request_.has_streaming_config()) {
     samples_.clear();
     decoded = DecodeSamples(config_.encoding, request_.audio_content(), &samples_);
   }
-  std::lock_guard<std::recursive_mutex> lock(link_->mu);
-  reading_ = false;
-  if (finished_) return;
-  if (!ok) {
-    // The client half-closed (or the call broke; OnCancel handles that).
-    client_done_ = true;
-    if (stream_ == nullptr) {
-      FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              "streaming_config: the stream ended before its first message "
-                              "(which must carry streaming_config)"));
-      return;
-    }
-    if (!engine_done_ && !duration_reached_) {
-      // A read also fails when the client cancels, and OnCancel may come
-      // after this: a cancelled call is freed now, not decoded to its end.
-      if (call_context_->IsCancelled()) {
-        stream_->Cancel();
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    reading_ = false;
+    if (!finished_) {
+      if (!ok) {
+        // The client half-closed (or the call broke: the done notice then
+        // says it was cancelled and frees the stream).
+        client_done_ = true;
+        if (stream_ == nullptr) {
+          FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  "streaming_config: the stream ended before its first message "
+                                  "(which must carry streaming_config)"));
+        } else if (!engine_done_ && !duration_reached_) {
+          (void)stream_->EndAudio();
+        }
       } else {
-        (void)stream_->EndAudio();
+        if (stream_ == nullptr) {
+          HandleConfigLocked();
+        } else {
+          HandleAudioLocked(decoded);
+        }
+        MaybeReadLocked();
       }
     }
-    return;
+    last = SettleLocked();
   }
-  if (stream_ == nullptr) {
-    HandleConfigLocked();
-  } else {
-    HandleAudioLocked(decoded);
-  }
-  MaybeReadLocked();
+  if (last) delete this;
 }
 
-template <typename Api>
-void StreamingCall<Api>::HandleConfigLocked() {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::HandleConfigLocked() {
   if (absl::Status first = CheckFirstMessage(request_); !first.ok()) {
     FailLocked(ToGrpcStatus(first));
     return;
@@ -171,14 +239,14 @@ void StreamingCall<Api>::HandleConfigLocked() {
         static_cast<int64_t>(context_->max_stream_duration_seconds * config_.request.sample_rate);
   }
   spdlog::debug("stream {}: opened from {} ({} API, {} Hz, interim {}, single utterance {})",
-                stream_->id(), call_context_->peer(), Api::kName, config_.request.sample_rate,
+                stream_->id(), call_context_.peer(), Api::kName, config_.request.sample_rate,
                 config_.request.interim_results, config_.request.decode.single_utterance);
   // Events that arrive before this returns wait for link_->mu on the
   // dispatcher, and find stream_ set.
 }
 
-template <typename Api>
-void StreamingCall<Api>::HandleAudioLocked(const absl::Status& decoded) {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::HandleAudioLocked(const absl::Status& decoded) {
   if (request_.has_streaming_config()) {
     FailLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "streaming_config: sent again; only the first message may carry it"));
@@ -194,8 +262,8 @@ void StreamingCall<Api>::HandleAudioLocked(const absl::Status& decoded) {
   PushAudioLocked();
 }
 
-template <typename Api>
-void StreamingCall<Api>::PushAudioLocked() {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::PushAudioLocked() {
   const bool reaches = samples_left_ >= 0 && static_cast<int64_t>(samples_.size()) >= samples_left_;
   if (reaches) samples_.resize(static_cast<size_t>(samples_left_));
   if (samples_left_ >= 0) samples_left_ -= static_cast<int64_t>(samples_.size());
@@ -217,8 +285,8 @@ void StreamingCall<Api>::PushAudioLocked() {
   }
 }
 
-template <typename Api>
-grpc::Status StreamingCall<Api>::FinalStatus(const scheduler::StreamEvent& event) const {
+template <typename Api, typename Service>
+grpc::Status StreamingCall<Api, Service>::FinalStatus(const scheduler::StreamEvent& event) const {
   switch (*event.finish) {
     case scheduler::FinishReason::kStop:
     case scheduler::FinishReason::kEndpoint:
@@ -237,22 +305,22 @@ grpc::Status StreamingCall<Api>::FinalStatus(const scheduler::StreamEvent& event
   return grpc::Status(grpc::StatusCode::INTERNAL, "unknown finish reason");
 }
 
-template <typename Api>
-void StreamingCall<Api>::Link::Run() {
-  std::lock_guard<std::recursive_mutex> lock(mu);
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::Link::Run() {
+  std::lock_guard<std::mutex> lock(mu);
   // The call may be done (and deleted): the Link is the dispatcher's until
   // this returns, the call only while it is linked.
   if (call != nullptr) call->OnEventsLocked();
 }
 
-template <typename Api>
-void StreamingCall<Api>::OnEventsLocked() {
-  if (context_->on_stream_events_for_test) context_->on_stream_events_for_test(*call_context_);
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnEventsLocked() {
+  if (context_->on_stream_events_for_test) context_->on_stream_events_for_test(call_context_);
   PumpLocked();
 }
 
-template <typename Api>
-void StreamingCall<Api>::PumpLocked() {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::PumpLocked() {
   if (finished_ || stream_ == nullptr) return;
   scheduler::StreamEvent event;
   while (!engine_done_ && stream_->outbox().TryPop(&event)) {
@@ -291,39 +359,63 @@ void StreamingCall<Api>::PumpLocked() {
       finished_ = true;
       context_->metrics.CountStatus(final_status_);
       lease_.Release();
-      this->Finish(final_status_);
+      FinishLocked(final_status_);
     }
     return;
   }
   response_ = std::move(pending_.front());
   pending_.pop_front();
   writing_ = true;
+  ++outstanding_;
   if (engine_done_ && pending_.empty()) {
     finished_ = true;
     context_->metrics.CountStatus(final_status_);
     lease_.Release();
-    this->StartWriteAndFinish(&response_, grpc::WriteOptions(), final_status_);
+    stream_io_.WriteAndFinish(response_, grpc::WriteOptions(), final_status_, &write_op_);
     return;
   }
-  this->StartWrite(&response_);
+  stream_io_.Write(response_, &write_op_);
 }
 
-template <typename Api>
-void StreamingCall<Api>::OnWriteDone(bool ok) {
-  std::lock_guard<std::recursive_mutex> lock(link_->mu);
-  writing_ = false;
-  if (finished_) return;
-  if (!ok) {
-    // The client is gone; OnCancel follows.
-    FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnWriteDone(bool ok) {
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    writing_ = false;
+    if (finish_deferred_) {
+      finish_deferred_ = false;
+      FinishLocked(deferred_status_);
+    } else if (!finished_) {
+      if (!ok) {
+        // The client is gone; the done notice follows.
+        FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      } else {
+        PumpLocked();
+        MaybeReadLocked();
+      }
+    }
+    last = SettleLocked();
+  }
+  if (last) delete this;
+}
+
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::FinishLocked(const grpc::Status& status) {
+  if (alarm_pending_) idle_alarm_.Cancel();
+  if (writing_) {
+    // One write at a time: the status follows the write in flight.
+    finish_deferred_ = true;
+    deferred_status_ = status;
     return;
   }
-  PumpLocked();
-  MaybeReadLocked();
+  writing_ = true;
+  ++outstanding_;
+  stream_io_.Finish(status, &write_op_);
 }
 
-template <typename Api>
-void StreamingCall<Api>::FailLocked(const grpc::Status& status) {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::FailLocked(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
   if (stream_ != nullptr && !engine_done_) stream_->Cancel();
@@ -335,32 +427,30 @@ void StreamingCall<Api>::FailLocked(const grpc::Status& status) {
   // Released before the client can see the status, so a client that opens
   // its next stream on seeing it is not refused for this one.
   lease_.Release();
-  this->Finish(status);
+  FinishLocked(status);
 }
 
-template <typename Api>
-void StreamingCall<Api>::OnCancel() {
-  std::lock_guard<std::recursive_mutex> lock(link_->mu);
-  // A deadline, a disconnect or the server's last resort: free the engine's
-  // resources now rather than when the audio would have ended.
-  if (stream_ != nullptr && !engine_done_) stream_->Cancel();
-  FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
-}
-
-template <typename Api>
-void StreamingCall<Api>::OnDone() {
+template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnDone(bool /*ok*/) {
+  bool last = false;
   {
-    std::lock_guard<std::recursive_mutex> lock(link_->mu);
-    link_->call = nullptr;
-    if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+    std::lock_guard<std::mutex> lock(link_->mu);
+    call_over_ = true;
+    if (call_context_.IsCancelled()) {
+      // A deadline, a disconnect or the server's last resort: free the
+      // engine's resources now rather than when the audio would have ended.
+      if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+      FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+    }
+    if (alarm_pending_) idle_alarm_.Cancel();
+    last = SettleLocked();
   }
-  context_->metrics.streaming_calls_active.fetch_sub(1);
-  delete this;
+  if (last) delete this;
 }
 
 // Every API the server has a StreamingRecognize for.
-template class StreamingCall<NativeStreamingApi>;
-template class StreamingCall<RivaStreamingApi>;
-template class StreamingCall<GoogleStreamingApi>;
+template class StreamingCall<NativeStreamingApi, SpeechService>;
+template class StreamingCall<RivaStreamingApi, RivaService>;
+template class StreamingCall<GoogleStreamingApi, GoogleSpeechService>;
 
 }  // namespace oasr::server

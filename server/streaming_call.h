@@ -1,4 +1,4 @@
-// One StreamingRecognize call: a gRPC callback reactor bridging the client's
+// One StreamingRecognize call: gRPC async operations bridging the client's
 // messages to an engine stream and the engine's events back to the client.
 // One implementation serves every API that has the call (oasr.asr.v1,
 // Riva's, Google's): a small adapter maps the API's first message onto
@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "oasr/asr/v1/asr.grpc.pb.h"
 #include "scheduler/engine.h"
+#include "server/call_queues.h"
 #include "server/event_dispatcher.h"
 #include "server/recognition_config.h"
 #include "server/service_context.h"
@@ -85,8 +86,14 @@ absl::StatusOr<ParsedConfig> ParseStreamingConfig(Api* api, const typename Api::
   return parsed;
 }
 
-// Lifetime: created by the service for each call, deletes itself in OnDone.
-// Threading: gRPC runs the reactions on its threads. The engine's notify
+// Lifetime: Accept makes a call object for the next call of the API on a
+// queue and posts gRPC's request for it; when a client's call arrives the
+// object takes it and posts the request for the one after. The object
+// deletes itself once gRPC has returned its last operation (the call is done
+// and no read, write or alarm is outstanding).
+// Threading: every operation of a call completes on its queue's one thread
+// (call_queues.h), which runs the reaction there: a message is decoded and
+// pushed to the engine on the thread that polled it. The engine's notify
 // runs on its scheduler thread and only posts the call's Link to the
 // server's EventDispatcher (context->dispatcher), whose thread then takes
 // link_->mu, drains the stream's outbox, builds the responses and starts the
@@ -95,41 +102,62 @@ absl::StatusOr<ParsedConfig> ParseStreamingConfig(Api* api, const typename Api::
 // touches the call's state takes link_->mu, and nothing slow runs under it:
 // audio is decoded before the lock (one read is in flight at a time, so its
 // message is the reaction's alone), work for the engine goes to its command
-// queue. At most one read and one write are in flight; reading pauses while
-// max_pending_responses responses wait for the client, so a slow reader
-// cannot grow memory.
-// Idle timeout: a gRPC alarm (callback on gRPC's executor, never a thread of
-// the call's own) fires at the earliest moment the stream could have been
-// idle for context->stream_idle_timeout; it ends the call with OUT_OF_RANGE
-// when a read has been waiting that long, and otherwise re-arms for the
-// read in flight, so a stream costs one pending alarm and no polling.
-template <typename Api>
-class StreamingCall final
-    : public grpc::ServerBidiReactor<typename Api::Request, typename Api::Response> {
+// queue. At most one read and one write (initial metadata, a response, the
+// status) are in flight; reading pauses while max_pending_responses
+// responses wait for the client, so a slow reader cannot grow memory.
+// Idle timeout: a gRPC alarm on the call's queue fires at the earliest
+// moment the stream could have been idle for context->stream_idle_timeout;
+// it ends the call with OUT_OF_RANGE when a read has been waiting that long,
+// and otherwise re-arms for the read in flight, so a stream costs one
+// pending alarm and no polling.
+// `Service` is the API's service class, with gRPC's async
+// RequestStreamingRecognize for the call.
+template <typename Api, typename Service>
+class StreamingCall {
  public:
   using Request = typename Api::Request;
   using Response = typename Api::Response;
 
-  // `context` must outlive the call (the Server guarantees it).
-  StreamingCall(grpc::CallbackServerContext* call_context, ServiceContext* context);
+  // Posts the request for the next call on `queue`. `service`, `queues` and
+  // `context` must outlive every call (the Server guarantees it).
+  static void Accept(Service* service, grpc::ServerCompletionQueue* queue, CallQueues* queues,
+                     ServiceContext* context);
 
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
+  StreamingCall(const StreamingCall&) = delete;
+  StreamingCall& operator=(const StreamingCall&) = delete;
 
  private:
-  // What the engine's notify posts to the dispatcher; outlives the reactor,
+  // What the engine's notify posts to the dispatcher; outlives the call,
   // since the engine may notify (and the dispatcher run it) after the call
-  // is done. Recursive: a write started under it may complete inline.
+  // is done.
   struct Link final : EventDispatcher::Task {
-    std::recursive_mutex mu;
+    std::mutex mu;
     StreamingCall* call = nullptr;  // Null once the call is done.
 
    private:
     // On a dispatcher thread: the call's events, under mu.
     void Run() override;
   };
+
+  // One kind of operation's tag: its completion runs `reaction`.
+  struct Op final : CallTag {
+    Op(StreamingCall* call, void (StreamingCall::*reaction)(bool))
+        : call(call), reaction(reaction) {}
+    void Proceed(bool ok) override { (call->*reaction)(ok); }
+    StreamingCall* const call;
+    void (StreamingCall::*const reaction)(bool);
+  };
+
+  StreamingCall(Service* service, grpc::ServerCompletionQueue* queue, CallQueues* queues,
+                ServiceContext* context);
+  ~StreamingCall();
+
+  // The reactions, on the queue's thread.
+  void OnAccepted(bool ok);
+  void OnReadDone(bool ok);
+  void OnWriteDone(bool ok);  // Initial metadata, a response or the status.
+  void OnDone(bool ok);       // gRPC's notice that the call is over.
+  void OnAlarm(bool fired);
 
   // Each *Locked method runs with link_->mu held.
   void HandleConfigLocked();
@@ -143,7 +171,9 @@ class StreamingCall final
   void MaybeReadLocked();
   // Ends the call with `status` (no more responses), cancelling the stream.
   void FailLocked(const grpc::Status& status);
-  // Arms the idle alarm to fire after `delay` (replacing a fired one).
+  // Sends `status` now, or after the write in flight.
+  void FinishLocked(const grpc::Status& status);
+  // Arms the idle alarm to fire after `delay` (none may be pending).
   void ArmIdleAlarmLocked(std::chrono::steady_clock::duration delay);
   // The idle alarm fired: ends an idle stream with OUT_OF_RANGE, or re-arms.
   void CheckIdleLocked();
@@ -151,10 +181,24 @@ class StreamingCall final
   // Pushes the decoded audio, cut at the stream's duration limit; the stream
   // that reaches it gets EndAudio and will finish with "length".
   void PushAudioLocked();
+  // An operation came back: true when it was the call's last (then the
+  // Link is cut, and the caller deletes the call after the lock).
+  bool SettleLocked();
 
-  grpc::CallbackServerContext* const call_context_;
+  Service* const service_;
+  grpc::ServerCompletionQueue* const queue_;
+  CallQueues* const queues_;
   ServiceContext* const context_;
   const std::shared_ptr<Link> link_;
+  grpc::ServerContext call_context_;
+  grpc::ServerAsyncReaderWriter<Response, Request> stream_io_;
+  Op accept_op_{this, &StreamingCall::OnAccepted};
+  Op read_op_{this, &StreamingCall::OnReadDone};
+  Op write_op_{this, &StreamingCall::OnWriteDone};
+  Op done_op_{this, &StreamingCall::OnDone};
+  Op alarm_op_{this, &StreamingCall::OnAlarm};
+  // Operations gRPC has not returned yet (the done notice included).
+  int outstanding_ = 0;
   Api api_;
   Request request_;
   Response response_;  // The write in flight.
@@ -171,8 +215,8 @@ class StreamingCall final
   // The stream reached --max-stream-duration: its audio is ended, the rest
   // ignored, and its finish_reason is "length".
   bool duration_reached_ = false;
-  // Null when the idle timeout is off; one alarm pending at a time.
-  std::unique_ptr<grpc::Alarm> idle_alarm_;
+  grpc::Alarm idle_alarm_;
+  bool alarm_pending_ = false;
   // When the read in flight was started: the client has been silent since.
   std::chrono::steady_clock::time_point read_started_;
   // A read is in flight, or its message is being handled (no next read yet).
@@ -183,7 +227,11 @@ class StreamingCall final
   bool client_done_ = false;  // The client half-closed (or the call broke).
   bool engine_done_ = false;  // The stream's last event arrived.
   bool writing_ = false;
-  bool finished_ = false;  // Finish or StartWriteAndFinish was called.
+  bool finished_ = false;  // The call's status is decided (sent or to be).
+  // The status waits for the write in flight.
+  bool finish_deferred_ = false;
+  grpc::Status deferred_status_;
+  bool call_over_ = false;  // gRPC's done notice arrived.
 };
 
 }  // namespace oasr::server

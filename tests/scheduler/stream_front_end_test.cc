@@ -315,5 +315,72 @@ TEST(StreamFrontEndTest, ClientPushesNotifyAtTheArmedFramesOnceAndAtTheFlush) {
   EXPECT_EQ(got, expected);
 }
 
+// A pipeline that only copies its input (16 kHz PCM for the device front
+// end) runs on the client's thread: its rows are published and the owner
+// notified before PushFromClient returns, on that thread, and the stream's
+// rows come out in order, then the owner's End flushes them. Resampling
+// input is not such a pipeline.
+TEST(StreamFrontEndTest, CopyingPipelineRunsOnTheClientsThread) {
+  auto resampling = encoder::PcmSource::Create({8000});
+  ASSERT_TRUE(resampling.ok());
+  EXPECT_FALSE((*resampling)->CopiesInput());
+  EXPECT_FALSE(Pipeline(16000)->CopiesInput());
+
+  std::mutex mu;
+  std::vector<std::thread::id> notified_on;
+  FrontEndPool pool(2, [&](int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    notified_on.push_back(std::this_thread::get_id());
+  });
+  std::mt19937 rng(21);
+  constexpr int kRate = 16000;
+  auto source = encoder::PcmSource::Create({kRate});
+  auto reference = encoder::PcmSource::Create({kRate});
+  ASSERT_TRUE(source.ok() && reference.ok());
+  ASSERT_TRUE((*source)->CopiesInput());
+  auto f = std::make_shared<StreamFrontEnd>(std::move(*source), &pool, 0,
+                                            /*client_runs_cheap_work=*/true);
+  const std::vector<int16_t> audio = Tone(rng, kRate * 2, kRate);
+  constexpr size_t kPiece = 1600;  // 100 ms.
+  const size_t half = audio.size() / 2 / kPiece * kPiece;
+  for (size_t sent = 0; sent < half; sent += kPiece) {
+    f->PushFromClient(std::span<const int16_t>(audio.data() + sent, kPiece));
+    ASSERT_TRUE((*reference)->AcceptPcm16(audio.data() + sent, kPiece).ok());
+    // Published before the return: no worker involved.
+    EXPECT_EQ(f->NumFramesReady(), f->layout().FramesIn((*reference)->NumRowsReady()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_FALSE(notified_on.empty());
+    for (std::thread::id id : notified_on) EXPECT_EQ(id, std::this_thread::get_id());
+  }
+  // The rest from another client thread (a stream's reads move between
+  // threads), then the owner's End: nothing lost or reordered.
+  std::thread client([&] {
+    for (size_t sent = half; sent + kPiece <= audio.size(); sent += kPiece) {
+      f->PushFromClient(std::span<const int16_t>(audio.data() + sent, kPiece));
+    }
+  });
+  client.join();
+  ASSERT_TRUE(f->End().ok());
+  for (size_t sent = half; sent + kPiece <= audio.size(); sent += kPiece) {
+    ASSERT_TRUE((*reference)->AcceptPcm16(audio.data() + sent, kPiece).ok());
+  }
+  ASSERT_TRUE((*reference)->InputFinished().ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!f->flushed() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(f->flushed());
+  const int64_t rows = (*reference)->NumRowsReady();
+  const int64_t frames = f->layout().FramesIn(rows);
+  ASSERT_EQ(f->NumFramesReady(), frames);
+  std::vector<float> got(f->layout().WindowRows(frames) * f->layout().width);
+  std::vector<float> expected(got.size());
+  ASSERT_TRUE(f->GetFrames(0, frames, got.data()).ok());
+  ASSERT_TRUE((*reference)->GetRows(0, f->layout().WindowRows(frames), expected.data()).ok());
+  EXPECT_EQ(got, expected);
+}
+
 }  // namespace
 }  // namespace oasr::scheduler

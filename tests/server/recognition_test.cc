@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -438,6 +439,55 @@ TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmitted
   std::map<std::string, double> metrics;
   EXPECT_TRUE(WaitForIdle(server.metrics_port(), &metrics));
   EXPECT_TRUE(Stream(*stub, audio, Config(16000)).status.ok());
+}
+
+// The server's threads whose name starts with `prefix`.
+int ThreadsNamed(pid_t pid, const std::string& prefix) {
+  int n = 0;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+// Every streaming call of one server on one completion queue
+// (--grpc-threads 1): concurrent streams, each read, decoded and answered on
+// that queue's thread, all get the engine's transcript and end cleanly.
+TEST(RecognitionQueuesTest, OneQueueCarriesManyConcurrentStreams) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--grpc-threads", "1"}))
+      << server.error();
+  EXPECT_EQ(ThreadsNamed(server.pid(), "oasr-grpc-"), 1);
+  auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
+  auto stub = asr::v1::Speech::NewStub(channel);
+  constexpr int kClips = 4;
+  constexpr int kStreams = 24;
+  std::vector<std::vector<int16_t>> audio;
+  std::vector<std::vector<std::string>> want;
+  for (int i = 0; i < kClips; ++i) {
+    audio.push_back(MakeAudio(60 + i, 1.5 + 0.5 * i, 16000));
+    want.push_back(EngineFinals(audio.back(), 16000));
+    ASSERT_FALSE(want.back().empty());
+  }
+  std::vector<server::StreamOutcome> got(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back(
+        [&, i] { got[i] = Stream(*stub, audio[i % kClips], Config(16000, /*interim=*/true)); });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(got[i].status.ok()) << i << ": " << got[i].status.error_message();
+    EXPECT_EQ(got[i].finals, want[i % kClips]) << i;
+    EXPECT_EQ(got[i].finish_reason, "stop") << i;
+  }
+  std::map<std::string, double> metrics;
+  EXPECT_TRUE(WaitForIdle(server.metrics_port(), &metrics));
+  EXPECT_EQ(metrics["oasr_grpc_streams_open"], 0);
 }
 
 TEST(RecognitionShutdownTest, SigtermEndsOpenStreamsCancelledWithUnavailableAndExitsZero) {

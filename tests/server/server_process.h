@@ -38,6 +38,7 @@ class ServerProcess {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
   std::string grpc_target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   const std::string& log_path() const { return log_path_; }
   std::string ReadLog() const;

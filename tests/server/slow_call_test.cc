@@ -126,7 +126,7 @@ class SlowCallTest : public ::testing::Test {
     gate_ = new Gate();
     server_ = new server::Server(options);
     server_->context_for_test().on_stream_events_for_test =
-        [](const grpc::CallbackServerContext& call) {
+        [](const grpc::ServerContextBase& call) {
           if (call.client_metadata().count(kSlowKey) > 0) gate_->Block();
         };
     const absl::Status started = server_->Start();
