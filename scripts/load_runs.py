@@ -26,7 +26,9 @@ Each capacity level also records where the CPU went: the server's and the
 load generator's threads grouped by name (the project names its threads
 oasr-scheduler, oasr-frontend, oasr-pool, oasr-events, oasr-grpc, oasr-load; gRPC
 names its own), the machine's busiest cores, and the GPU's utilisation and
-memory when nvidia-smi is present.
+memory when nvidia-smi is present. `capacity --clients N` runs N load
+generator processes side by side (each polls gRPC on its own, as separate
+machines would), sharing each level's streams.
 """
 import argparse
 import collections
@@ -188,15 +190,20 @@ class Profile:
     def __init__(self, server_pid):
         self.server_pid = server_pid
         self.t0, self.cores0, self.server0 = time.time(), core_times(), thread_cpu(server_pid)
-        self.client0, self.client_pid = collections.Counter(), None
+        self.client0, self.client_pids = collections.Counter(), []
 
-    def watch_client(self, pid):
-        self.client_pid, self.client0 = pid, thread_cpu(pid)
+    def watch_clients(self, pids):
+        self.client_pids = list(pids)
+        self.client_last = {pid: thread_cpu(pid) for pid in self.client_pids}
+        self.client0 = sum(self.client_last.values(), collections.Counter())
 
-    def sample_client(self):
-        # The client's threads go with it: read them just before it exits.
-        if self.client_pid is not None:
-            self.client1 = thread_cpu(self.client_pid)
+    def sample_clients(self):
+        # A client's threads go with it: keep what was read while it ran.
+        for pid in self.client_pids:
+            now = thread_cpu(pid)
+            if now:
+                self.client_last[pid] = now
+        self.client1 = sum(self.client_last.values(), collections.Counter())
 
     def finish(self):
         wall = time.time() - self.t0
@@ -266,36 +273,76 @@ class Server:
         return self.proc.returncode
 
 
-def run_load(server, args, flags, tag, profile=None):
-    """oasr-client load with `flags`; (report dict, records list, its stdout)."""
+def run_load(server, args, flags, tag, profile=None, clients=1, concurrency=None):
+    """oasr-client load with `flags`; (report dict, records list, its stdout).
+
+    With `clients` > 1, that many load generator processes run side by side
+    (each with its own gRPC polling, as separate machines would), sharing
+    `concurrency` streams (passed as --concurrency) and seeded apart; their
+    reports merge (merge_reports)."""
     out_dir = tempfile.mkdtemp(prefix="oasr-load-")
-    report_path = os.path.join(out_dir, f"{tag}.json")
-    records_path = os.path.join(out_dir, f"{tag}.records.jsonl")
     samples = sorted(os.path.join(args.samples, f) for f in os.listdir(args.samples)
                      if f.endswith(".wav"))
-    cmd = [server.client, "--server", f"127.0.0.1:{server.port}", "load", *samples,
-           "--report-json", report_path, "--records-json", records_path,
-           "--latency-bound-ms", str(args.latency_bound_ms)] + flags + args.client_flag
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = []
+    for i in range(clients):
+        report_path = os.path.join(out_dir, f"{tag}.{i}.json")
+        records_path = os.path.join(out_dir, f"{tag}.{i}.records.jsonl")
+        extra = []
+        if concurrency is not None:
+            share = concurrency // clients + (1 if i < concurrency % clients else 0)
+            extra = ["--concurrency", str(share)]
+        if clients > 1:
+            extra += ["--seed", str(1 + i)]
+        cmd = [server.client, "--server", f"127.0.0.1:{server.port}", "load", *samples,
+               "--report-json", report_path, "--records-json", records_path,
+               "--latency-bound-ms", str(args.latency_bound_ms)] + flags + extra + args.client_flag
+        procs.append((cmd, report_path, records_path,
+                      subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)))
     if profile is not None:
-        profile.watch_client(proc.pid)
-        # Sample the client's threads until it exits (they are gone after).
-        while proc.poll() is None:
-            profile.sample_client()
-            try:
-                proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
-    stdout, stderr = proc.communicate()
-    done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    sys.stdout.write(done.stdout)
-    if done.returncode not in (0, 1) or not os.path.exists(report_path):
-        raise RuntimeError(f"oasr-client load failed ({done.returncode}): {done.stderr}")
-    with open(report_path) as f:
-        report = json.load(f)
-    with open(records_path) as f:
-        records = [json.loads(line) for line in f]
-    return report, records, done.stdout
+        profile.watch_clients([p.pid for _, _, _, p in procs])
+        # Sample the clients' threads until they exit (they are gone after).
+        while any(p.poll() is None for _, _, _, p in procs):
+            profile.sample_clients()
+            time.sleep(1)
+    reports, records, stdouts = [], [], []
+    for cmd, report_path, records_path, proc in procs:
+        stdout, stderr = proc.communicate()
+        sys.stdout.write(stdout)
+        if proc.returncode not in (0, 1) or not os.path.exists(report_path):
+            raise RuntimeError(f"oasr-client load failed ({proc.returncode}): {stderr}")
+        with open(report_path) as f:
+            reports.append(json.load(f))
+        with open(records_path) as f:
+            records += [json.loads(line) for line in f]
+        stdouts.append(stdout)
+    return merge_reports(reports), records, "".join(stdouts)
+
+
+def merge_reports(reports):
+    """One report for load generators that ran side by side: counts and audio
+    add up, CPU adds up, and each latency percentile is the worst client's
+    (an upper bound of the pooled percentile, so a merged run holds only if
+    every client's streams did)."""
+    if len(reports) == 1:
+        return reports[0]
+    out = dict(reports[0])
+    for key in ("streams", "failed_streams", "cpu_s", "audio_sent_s", "audio_processed_s",
+                "audio_lost_streams"):
+        if all(key in r for r in reports):
+            out[key] = sum(r[key] for r in reports)
+    out["wall_s"] = max(r["wall_s"] for r in reports)
+    out["busiest_thread"] = max(r.get("busiest_thread", 0) for r in reports)
+    for key in ("chunk_latency", "final_latency", "send_lag"):
+        out[key] = {k: max(r[key][k] for r in reports) for k in reports[0][key]
+                    if isinstance(reports[0][key][k], (int, float))}
+    codes = collections.Counter()
+    for r in reports:
+        codes.update(r.get("codes") or {})
+    out["codes"] = dict(codes)
+    out["warnings"] = [f"client {i}: {w}" for i, r in enumerate(reports) for w in r["warnings"]]
+    out["clients"] = len(reports)
+    return out
 
 
 def capacity(args):
@@ -319,9 +366,9 @@ def capacity(args):
             mid_thread = threading.Thread(target=scrape_mid, daemon=True)
             mid_thread.start()
             report, _, _ = run_load(server, args, [
-                "--concurrency", str(level), "--duration", str(args.seconds),
-                "--ramp", str(ramp), "--max-seconds", "20",
-                "--min-seconds", "5"], f"level{level}", profile)
+                "--duration", str(args.seconds), "--ramp", str(ramp), "--max-seconds", "20",
+                "--min-seconds", "5"], f"level{level}", profile, clients=args.clients,
+                concurrency=level)
             wall = time.time() - t0
             rss, fds, cpu1 = proc_figures(server.proc.pid)
             prof = profile.finish()
@@ -398,13 +445,12 @@ def soak(args):
         thread = threading.Thread(target=sampler, daemon=True)
         thread.start()
         report, records, _ = run_load(server, args, [
-            "--concurrency", str(args.concurrency), "--duration", str(args.seconds),
-            "--ramp", str(min(30, args.seconds / 6)),
+            "--duration", str(args.seconds), "--ramp", str(min(30, args.seconds / 6)),
             "--min-seconds", str(args.min_seconds), "--max-seconds", str(args.max_seconds),
             "--rates", "8000,11025,16000,22050,32000,44100,48000",
             "--cancel-fraction", "0.10", "--stall-fraction", "0.05",
             "--vanish-fraction", "0.05", "--stall-seconds", str(args.stall_seconds),
-            "--seed", str(args.seed)], "soak")
+            "--seed", str(args.seed)], "soak", concurrency=args.concurrency)
         stop.set()
         thread.join()
         last, idle = server.wait_idle(args.idle_timeout * 3 + 30)
@@ -476,6 +522,9 @@ def main():
     c = sub.add_parser("capacity")
     c.add_argument("--levels", default="4,8,12,16,24,32")
     c.add_argument("--seconds", type=float, default=60)
+    c.add_argument("--clients", type=int, default=1,
+                   help="load generator processes side by side, sharing each level's streams "
+                        "(latency percentiles: the worst client's)")
     c.add_argument("--ramp", type=float, default=None,
                    help="seconds over which a level's streams start (default: a quarter of "
                         "--seconds, at most 10)")

@@ -160,6 +160,9 @@ std::string RenderPrometheus(const MetricsSnapshotInput& input) {
   Header(&out, "oasr_grpc_stream_max_duration_total", "counter",
          "Streams ended with finish_reason \"length\" at --max-stream-duration.");
   Sample(&out, "oasr_grpc_stream_max_duration_total", s.streams_max_duration.load());
+  Header(&out, "oasr_grpc_interim_results_coalesced_total", "counter",
+         "Interim responses replaced by a newer one before a slow client read them.");
+  Sample(&out, "oasr_grpc_interim_results_coalesced_total", s.interim_results_coalesced.load());
   Header(&out, "oasr_refusals_total", "counter",
          "Calls refused before they started (tokens, quotas, limits), by reason.");
   for (size_t r = 0; r < s.refusals.size(); ++r) {

@@ -41,6 +41,9 @@ struct ServerMetrics {
   std::atomic<int64_t> streams_idle_timed_out{0};
   // Streams that reached --max-stream-duration (they end with "length").
   std::atomic<int64_t> streams_max_duration{0};
+  // Interim responses never sent because a newer one replaced them while
+  // the client was behind on reading.
+  std::atomic<int64_t> interim_results_coalesced{0};
   // Calls refused by CallAdmission, by reason (also counted under their code).
   std::array<std::atomic<int64_t>, static_cast<size_t>(Refusal::kCount)> refusals{};
   // Calls that ended with each non-OK gRPC status code (index = code).

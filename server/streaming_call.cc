@@ -351,6 +351,10 @@ void StreamingCall<Api, Service>::PumpLocked() {
                     std::string(event.error.message()));
     }
     api_.Translate(std::move(response), &pending_);
+    // A client behind on reading gets the newest interim result, not every one.
+    if (const int dropped = CoalesceInterims(&pending_); dropped > 0) {
+      context_->metrics.interim_results_coalesced.fetch_add(dropped, std::memory_order_relaxed);
+    }
   }
   if (writing_) return;
   if (pending_.empty()) {

@@ -48,6 +48,32 @@ struct NativeStreamingApi {
   void Translate(Response native, std::deque<Response>* out) { out->push_back(std::move(native)); }
 };
 
+// Whether every result of `response` is interim (and it has some).
+// `Response` is any API's StreamingRecognizeResponse.
+template <typename Response>
+bool InterimOnly(const Response& response) {
+  if (response.results_size() == 0) return false;
+  for (const auto& result : response.results()) {
+    if (result.is_final()) return false;
+  }
+  return true;
+}
+
+// Responses waiting for a slow reader, after new ones were appended: an
+// interim-only response followed by another says nothing the later one does
+// not (interim results replace each other), so it is dropped; finals, events
+// without results and the order are kept. Returns how many were dropped.
+template <typename Response>
+int CoalesceInterims(std::deque<Response>* pending) {
+  int dropped = 0;
+  while (pending->size() >= 2 && InterimOnly(pending->back()) &&
+         InterimOnly(*(pending->end() - 2))) {
+    pending->erase(pending->end() - 2);
+    ++dropped;
+  }
+  return dropped;
+}
+
 // The first message of a call, checked as the server checks it before
 // anything else: it carries streaming_config, with a config. INVALID_ARGUMENT
 // naming the field otherwise. `Request` is any API's StreamingRecognizeRequest.

@@ -6,9 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <string>
+#include <vector>
+
 #include "server/audio_codec.h"
 #include "server/google_speech_service.h"
 #include "server/riva_service.h"
+#include "server/streaming_call.h"
 
 namespace oasr::server {
 namespace {
@@ -270,6 +275,62 @@ TEST(GoogleStreamingApiTest, ConfiguresTranslatesAndSignalsTheEndOfAnUtterance) 
   const gspeech::WordInfo& confident = out.at(0).results(0).alternatives(0).words(0);
   EXPECT_FALSE(confident.has_start_time());
   EXPECT_EQ(confident.confidence(), 0.5f);
+}
+
+// A slow reader's queue: each interim-only response that a later one
+// replaces goes, finals, results-less events and the order stay; the same
+// rule for every API's responses.
+template <typename Response>
+Response Result(bool is_final, const std::string& text) {
+  Response response;
+  auto* result = response.add_results();
+  result->set_is_final(is_final);
+  result->add_alternatives()->set_transcript(text);
+  return response;
+}
+
+template <typename Response>
+std::vector<std::string> Texts(const std::deque<Response>& pending) {
+  std::vector<std::string> out;
+  for (const Response& r : pending) {
+    out.push_back(r.results_size() == 0 ? "-" : r.results(0).alternatives(0).transcript());
+  }
+  return out;
+}
+
+template <typename Response>
+void CheckCoalescing() {
+  std::deque<Response> pending;
+  int dropped = 0;
+  auto add = [&](Response r) {
+    pending.push_back(std::move(r));
+    dropped += server::CoalesceInterims(&pending);
+  };
+  add(Result<Response>(false, "a"));
+  EXPECT_EQ(dropped, 0) << "a lone interim stays";
+  add(Result<Response>(false, "a b"));
+  add(Result<Response>(false, "a b c"));
+  EXPECT_EQ(Texts(pending), (std::vector<std::string>{"a b c"}));
+  add(Result<Response>(true, "a b c d"));
+  add(Result<Response>(false, "e"));
+  add(Response());  // An event without results (Google's end of utterance).
+  add(Result<Response>(false, "e f"));
+  add(Result<Response>(false, "e f g"));
+  add(Result<Response>(true, "e f g h"));
+  EXPECT_EQ(Texts(pending),
+            (std::vector<std::string>{"a b c", "a b c d", "e", "-", "e f g", "e f g h"}));
+  EXPECT_EQ(dropped, 3);
+  // A response mixing a final with the next interim is not interim-only.
+  Response mixed = Result<Response>(true, "x");
+  mixed.add_results()->set_is_final(false);
+  EXPECT_FALSE(server::InterimOnly(mixed));
+  EXPECT_FALSE(server::InterimOnly(Response()));
+}
+
+TEST(CoalesceInterimsTest, KeepsTheNewestInterimEveryFinalAndTheOrder) {
+  CheckCoalescing<asr::v1::StreamingRecognizeResponse>();
+  CheckCoalescing<nvidia::riva::asr::StreamingRecognizeResponse>();
+  CheckCoalescing<google::cloud::speech::v1::StreamingRecognizeResponse>();
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 # level whose chunk p99 passes 200 ms or where a stream fails). BUNDLE is a
 # tools/gpu/pack.sh bundle holding oasr-server and oasr-client. Extra
 # arguments go to load_runs.py (e.g. --server-flag=--num-threads=8); MAX_ACTIVE,
-# CLIENT_THREADS and CLIENT_CHANNELS override the defaults below.
+# CLIENT_THREADS, CLIENT_CHANNELS and CLIENTS (load generator processes, each
+# with the threads and channels given) override the defaults below.
 #   tools/gpu/grpc_capacity.sh BUNDLE LEVELS SECONDS OUT.json [load_runs flags...]
 set -euo pipefail
 bundle=$1 levels=$2 seconds=$3 out=$4; shift 4
@@ -18,4 +19,4 @@ exec python3 -B scripts/load_runs.py --bin "$bundle/bin" --start-timeout 300 --o
   --server-flag=--max-active-streams=${MAX_ACTIVE:-40000} --server-flag=--max-waiting-streams=8000 \
   --server-flag=--max-streams-per-peer=0 \
   --client-flag=--threads=${CLIENT_THREADS:-4} --client-flag=--channels=${CLIENT_CHANNELS:-32} \
-  "$@" capacity --levels "$levels" --seconds "$seconds"
+  "$@" capacity --levels "$levels" --seconds "$seconds" --clients "${CLIENTS:-1}"
