@@ -320,10 +320,10 @@ def run_load(server, args, flags, tag, profile=None, clients=1, concurrency=None
 
 
 def merge_reports(reports):
-    """One report for load generators that ran side by side: counts and audio
-    add up, CPU adds up, and each latency percentile is the worst client's
-    (an upper bound of the pooled percentile, so a merged run holds only if
-    every client's streams did)."""
+    """One report for load generators that ran side by side: counts, audio
+    and CPU add up, means are weighted by count, and each latency percentile
+    and maximum is the worst client's (an upper bound of the pooled
+    percentile, so a merged run holds only if every client's streams did)."""
     if len(reports) == 1:
         return reports[0]
     out = dict(reports[0])
@@ -334,8 +334,14 @@ def merge_reports(reports):
     out["wall_s"] = max(r["wall_s"] for r in reports)
     out["busiest_thread"] = max(r.get("busiest_thread", 0) for r in reports)
     for key in ("chunk_latency", "final_latency", "send_lag"):
-        out[key] = {k: max(r[key][k] for r in reports) for k in reports[0][key]
-                    if isinstance(reports[0][key][k], (int, float))}
+        merged = {k: max(r[key][k] for r in reports) for k in reports[0][key]
+                  if k.endswith("_ms")}
+        count = sum(r[key].get("count", 0) for r in reports)
+        merged["count"] = count
+        if all("mean_ms" in r[key] for r in reports):
+            merged["mean_ms"] = (sum(r[key]["mean_ms"] * r[key].get("count", 0) for r in reports) /
+                                 max(1, count))
+        out[key] = merged
     codes = collections.Counter()
     for r in reports:
         codes.update(r.get("codes") or {})
