@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/device.h"
 #include "common/status.h"
 #include "common/version.h"
@@ -62,6 +63,10 @@ absl::Status Server::Start() {
   riva_service_ = std::make_unique<RivaService>(&context_);
   google_service_ = std::make_unique<GoogleSpeechService>(&context_);
 
+  // gRPC locks absl::Mutexes on every operation; Debian's Abseil checks each
+  // acquisition against a lock graph (deadlock detection, a debugging aid
+  // that showed in the per-message profile). Production runs without it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(true);
   // The built-in health service does not register grpc.health.v1's
   // descriptors; linking the generated ones puts them in the pool reflection
