@@ -86,8 +86,9 @@ def proc_figures(pid):
 
 def engine_figures(m0, m1, wall):
     """The engine's own view of a span from two /metrics scrapes: its audio
-    rate, ticks, mean cohort, chunk latency (bucket bounds) and the scheduler
-    thread's time by part (seconds per second)."""
+    rate, ticks, mean cohort, chunk latency (bucket bounds), the scheduler
+    thread's time by part (seconds per second), and the streaming calls'
+    stages (mean time per operation)."""
     if not m0 or not m1:
         return None
 
@@ -114,6 +115,18 @@ def engine_figures(m0, m1, wall):
                 break
         out[f"chunk_p{int(q * 100)}_s_at_most"] = bound
     out["grpc_streams_open"] = m1.get("oasr_grpc_streams_open")
+    # The streaming calls' stages: mean microseconds per operation, and the
+    # operations a second.
+    stages = {}
+    for k in m1:
+        if k.startswith('oasr_grpc_stage_total{stage="'):
+            stage = k[len('oasr_grpc_stage_total{stage="'):-2]
+            n = d(k)
+            t = d(f'oasr_grpc_stage_seconds_total{{stage="{stage}"}}')
+            stages[stage] = {"mean_us": round(1e6 * t / n, 1) if n else None,
+                             "per_s": round(n / wall, 1)}
+    if stages:
+        out["grpc_stages"] = stages
     return out
 
 

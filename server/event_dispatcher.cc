@@ -1,12 +1,24 @@
 #include "server/event_dispatcher.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/thread_name.h"
 
 namespace oasr::server {
+namespace {
 
-EventDispatcher::EventDispatcher(int threads) {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+EventDispatcher::EventDispatcher(int threads,
+                                 std::function<void(int64_t wait_ns, int64_t run_ns)> on_run)
+    : on_run_(std::move(on_run)) {
   const int n = std::max(1, threads);
   threads_.reserve(n);
   for (int i = 0; i < n; ++i) {
@@ -43,6 +55,7 @@ void EventDispatcher::Enqueue(std::shared_ptr<Task> task) {
     Task* raw = task.get();
     raw->queued_self_ = std::move(task);
     raw->next_ = nullptr;
+    if (on_run_) raw->queued_at_ns_ = NowNs();
     if (tail_ == nullptr) {
       head_ = raw;
     } else {
@@ -73,7 +86,13 @@ void EventDispatcher::Work() {
     // Every Post counted here happened after its event was queued, so this
     // run sees those events; Posts after the load are answered below.
     const uint64_t answered = task->posts_.load(std::memory_order_acquire);
-    task->Run();
+    if (on_run_) {
+      const int64_t started = NowNs();
+      task->Run();
+      on_run_(started - task->queued_at_ns_, NowNs() - started);
+    } else {
+      task->Run();
+    }
     if (task->posts_.fetch_sub(answered, std::memory_order_acq_rel) != answered) {
       Enqueue(std::move(task));
     }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -55,10 +56,14 @@ class EventDispatcher {
     // and the reference that keeps this one alive while it is queued.
     Task* next_ = nullptr;
     std::shared_ptr<Task> queued_self_;
+    int64_t queued_at_ns_ = 0;  // When it was queued (steady clock), for on_run.
   };
 
-  // Starts `threads` (at least 1) threads.
-  explicit EventDispatcher(int threads);
+  // Starts `threads` (at least 1) threads. `on_run(wait_ns, run_ns)`, when
+  // given, is called after each run with how long the task waited in the
+  // queue and how long it ran (the server's per-stage figures).
+  explicit EventDispatcher(int threads,
+                           std::function<void(int64_t wait_ns, int64_t run_ns)> on_run = {});
   ~EventDispatcher();
   EventDispatcher(const EventDispatcher&) = delete;
   EventDispatcher& operator=(const EventDispatcher&) = delete;
@@ -84,6 +89,7 @@ class EventDispatcher {
   void Enqueue(std::shared_ptr<Task> task);
   void Work();
 
+  const std::function<void(int64_t, int64_t)> on_run_;
   std::mutex mu_;
   std::condition_variable cv_;
   Task* head_ = nullptr;  // Oldest queued task.

@@ -57,7 +57,11 @@ absl::Status Server::Start() {
       static_cast<int64_t>(std::ceil(options_.stream_idle_timeout_seconds * 1000)));
   if (absl::Status status = SetUpSecurity(); !status.ok()) return status;
   context_.max_stream_duration_seconds = options_.max_stream_duration_seconds;
-  dispatcher_ = std::make_unique<EventDispatcher>(EventDispatcher::DefaultThreads());
+  dispatcher_ = std::make_unique<EventDispatcher>(
+      EventDispatcher::DefaultThreads(), [metrics = &context_.metrics](int64_t wait, int64_t run) {
+        metrics->stage(Stage::kDispatchWait).Add(wait);
+        metrics->stage(Stage::kDispatchRun).Add(run);
+      });
   context_.dispatcher = dispatcher_.get();
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
   riva_service_ = std::make_unique<RivaService>(&context_);

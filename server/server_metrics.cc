@@ -160,6 +160,21 @@ std::string RenderPrometheus(const MetricsSnapshotInput& input) {
   Header(&out, "oasr_grpc_stream_max_duration_total", "counter",
          "Streams ended with finish_reason \"length\" at --max-stream-duration.");
   Sample(&out, "oasr_grpc_stream_max_duration_total", s.streams_max_duration.load());
+  Header(&out, "oasr_grpc_stage_seconds_total", "counter",
+         "Time of the streaming calls' messages by stage: read_wait (read started to "
+         "delivered), reaction (delivered to the next read), write_wait (response write started "
+         "to done), dispatch_wait (engine events posted to handled), dispatch_run.");
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    absl::StrAppend(&out, "oasr_grpc_stage_seconds_total{stage=\"",
+                    StageName(static_cast<Stage>(i)), "\"} ",
+                    static_cast<double>(s.stages[i].ns.load()) * 1e-9, "\n");
+  }
+  Header(&out, "oasr_grpc_stage_total", "counter",
+         "Messages, responses and dispatcher runs counted in oasr_grpc_stage_seconds_total.");
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    absl::StrAppend(&out, "oasr_grpc_stage_total{stage=\"", StageName(static_cast<Stage>(i)),
+                    "\"} ", s.stages[i].count.load(), "\n");
+  }
   Header(&out, "oasr_grpc_interim_results_coalesced_total", "counter",
          "Interim responses replaced by a newer one before a slow client read them.");
   Sample(&out, "oasr_grpc_interim_results_coalesced_total", s.interim_results_coalesced.load());

@@ -30,6 +30,38 @@ inline const char* RefusalName(Refusal reason) {
   return kNames[static_cast<int>(reason)];
 }
 
+// Where a streaming message's time goes, to locate a stall: a read's wait
+// (started -> delivered: the client, or the transport), the reaction to it
+// (delivered -> the next read started: decoding, the push to the engine,
+// the call's lock), a response write's wait (started -> done: the transport
+// and the client's flow-control window), and the event dispatcher's wait
+// (posted -> running) and run (responses built, writes started).
+enum class Stage : int {
+  kReadWait = 0,
+  kReaction,
+  kWriteWait,
+  kDispatchWait,
+  kDispatchRun,
+  kCount
+};
+
+// The stage label of oasr_grpc_stage_seconds_total.
+inline const char* StageName(Stage stage) {
+  static const char* const kNames[] = {"read_wait", "reaction", "write_wait", "dispatch_wait",
+                                       "dispatch_run"};
+  return kNames[static_cast<int>(stage)];
+}
+
+// Total time and count of one stage. Thread-safe (relaxed atomics).
+struct StageClock {
+  std::atomic<int64_t> ns{0};
+  std::atomic<int64_t> count{0};
+  void Add(int64_t elapsed_ns) {
+    ns.fetch_add(elapsed_ns, std::memory_order_relaxed);
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
 // Counters written by the call reactors. Thread-safe (atomics).
 struct ServerMetrics {
   std::atomic<int64_t> streaming_calls_active{0};  // StreamingRecognize calls not yet done.
@@ -44,6 +76,9 @@ struct ServerMetrics {
   // Interim responses never sent because a newer one replaced them while
   // the client was behind on reading.
   std::atomic<int64_t> interim_results_coalesced{0};
+  // Per-stage time of the streaming calls (Stage).
+  std::array<StageClock, static_cast<size_t>(Stage::kCount)> stages;
+  StageClock& stage(Stage s) { return stages[static_cast<size_t>(s)]; }
   // Calls refused by CallAdmission, by reason (also counted under their code).
   std::array<std::atomic<int64_t>, static_cast<size_t>(Refusal::kCount)> refusals{};
   // Calls that ended with each non-OK gRPC status code (index = code).

@@ -9,6 +9,13 @@
 #include "spdlog/spdlog.h"
 
 namespace oasr::server {
+namespace {
+
+int64_t Nanoseconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+}  // namespace
 
 template <typename Api, typename Service>
 void StreamingCall<Api, Service>::Accept(Service* service, grpc::ServerCompletionQueue* queue,
@@ -157,6 +164,8 @@ void StreamingCall<Api, Service>::MaybeReadLocked() {
 template <typename Api, typename Service>
 void StreamingCall<Api, Service>::OnReadDone(bool ok) {
   message_in_hand_.store(true, std::memory_order_relaxed);
+  const auto delivered = std::chrono::steady_clock::now();
+  if (ok) context_->metrics.stage(Stage::kReadWait).Add(Nanoseconds(delivered - read_started_));
   // Audio (up to max_message_bytes) is decoded before the lock, so the
   // dispatcher never waits behind it. That is safe: one read is in flight
   // at a time and the next starts only from MaybeReadLocked at the end of
@@ -191,6 +200,8 @@ void StreamingCall<Api, Service>::OnReadDone(bool ok) {
           HandleAudioLocked(decoded);
         }
         MaybeReadLocked();
+        context_->metrics.stage(Stage::kReaction)
+            .Add(Nanoseconds(std::chrono::steady_clock::now() - delivered));
       }
     }
     last = SettleLocked();
@@ -371,6 +382,7 @@ void StreamingCall<Api, Service>::PumpLocked() {
   pending_.pop_front();
   writing_ = true;
   ++outstanding_;
+  response_started_ = std::chrono::steady_clock::now();
   if (engine_done_ && pending_.empty()) {
     finished_ = true;
     context_->metrics.CountStatus(final_status_);
@@ -387,6 +399,12 @@ void StreamingCall<Api, Service>::OnWriteDone(bool ok) {
   {
     std::lock_guard<std::mutex> lock(link_->mu);
     writing_ = false;
+    if (response_started_ != std::chrono::steady_clock::time_point{}) {
+      // A response's write (not the metadata's or a bare status).
+      context_->metrics.stage(Stage::kWriteWait)
+          .Add(Nanoseconds(std::chrono::steady_clock::now() - response_started_));
+      response_started_ = {};
+    }
     if (finish_deferred_) {
       finish_deferred_ = false;
       FinishLocked(deferred_status_);

@@ -228,6 +228,8 @@ class StreamingCall {
   Api api_;
   Request request_;
   Response response_;  // The write in flight.
+  // When the response write in flight started (epoch: none, or another write).
+  std::chrono::steady_clock::time_point response_started_{};
   std::deque<Response> pending_;
   ParsedConfig config_;
   std::unique_ptr<scheduler::EngineStream> stream_;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace oasr::server {
@@ -187,6 +188,38 @@ TEST(EventDispatcherTest, DestructionRunsWhatIsQueued) {
     blocker->Release();
   }
   for (const auto& task : tasks) EXPECT_EQ(task->handled().size(), 1u);
+}
+
+// The timing hook sees every run: how long the task waited queued (here
+// behind a held run on the only thread) and how long it ran.
+TEST(EventDispatcherTest, TimingHookSeesEachRunsWaitAndLength) {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> timings;
+  auto slow = std::make_shared<CountingTask>();
+  auto queued = std::make_shared<CountingTask>();
+  {
+    EventDispatcher dispatcher(1, [&](int64_t wait_ns, int64_t run_ns) {
+      std::lock_guard<std::mutex> lock(mu);
+      timings.emplace_back(wait_ns, run_ns);
+    });
+    slow->HoldFirstRun();
+    slow->Push(1);
+    dispatcher.Post(slow);
+    ASSERT_TRUE(slow->WaitRunning(10s));
+    queued->Push(2);
+    dispatcher.Post(queued);  // Waits behind the held run.
+    std::this_thread::sleep_for(50ms);
+    slow->Release();
+    ASSERT_TRUE(queued->WaitHandled(1, 10s));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(timings.size(), 2u);
+  EXPECT_GE(timings[0].second, 50'000'000) << "the held run lasted the hold";
+  EXPECT_GE(timings[1].first, 50'000'000) << "the queued task waited for it";
+  for (const auto& [wait, run] : timings) {
+    EXPECT_GE(wait, 0);
+    EXPECT_GE(run, 0);
+  }
 }
 
 }  // namespace

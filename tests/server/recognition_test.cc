@@ -376,6 +376,19 @@ TEST_F(RecognitionTest, MetricsAreValidPrometheusTextWithTheEngineFigures) {
   EXPECT_GT(m["oasr_chunk_latency_seconds_count"], 0);
   EXPECT_EQ(m["oasr_chunk_latency_seconds_bucket{le=\"+Inf\"}"],
             m["oasr_chunk_latency_seconds_count"]);
+  // The streaming calls' stages: each counted, with time that adds up (a
+  // second of audio in pieces: reads; the final: a write and a dispatch).
+  for (const char* stage :
+       {"read_wait", "reaction", "write_wait", "dispatch_wait", "dispatch_run"}) {
+    const std::string label = std::string("{stage=\"") + stage + "\"}";
+    EXPECT_GE(m["oasr_grpc_stage_total" + label], 1) << stage;
+    EXPECT_GE(m["oasr_grpc_stage_seconds_total" + label], 0) << stage;
+    EXPECT_LT(m["oasr_grpc_stage_seconds_total" + label], 3600) << stage;
+  }
+  EXPECT_GT(m["oasr_grpc_stage_seconds_total{stage=\"read_wait\"}"], 0);
+  EXPECT_GE(m["oasr_grpc_stage_total{stage=\"reaction\"}"],
+            m["oasr_grpc_stage_total{stage=\"read_wait\"}"] - 16)
+      << "nearly every delivered message has its reaction";
 }
 
 TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmittedStreamsGoOn) {
