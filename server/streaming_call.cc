@@ -457,7 +457,6 @@ void StreamingCall<Api, Service>::OnDone(bool /*ok*/) {
   bool last = false;
   {
     std::lock_guard<std::mutex> lock(link_->mu);
-    call_over_ = true;
     if (call_context_.IsCancelled()) {
       // A deadline, a disconnect or the server's last resort: free the
       // engine's resources now rather than when the audio would have ended.

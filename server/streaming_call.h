@@ -259,7 +259,6 @@ class StreamingCall {
   // The status waits for the write in flight.
   bool finish_deferred_ = false;
   grpc::Status deferred_status_;
-  bool call_over_ = false;  // gRPC's done notice arrived.
 };
 
 }  // namespace oasr::server
