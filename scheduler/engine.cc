@@ -346,11 +346,8 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
     id = next_id_++;
     command.stream_id = id;
     if (pipeline.ok() && *pipeline != nullptr) {
-      // A pipeline that only copies its input runs on the client's thread:
-      // cheaper than a worker's wake-up per message.
-      const bool copies = (*pipeline)->CopiesInput();
       shared->frontend =
-          std::make_shared<StreamFrontEnd>(std::move(*pipeline), frontend_pool_.get(), id, copies);
+          std::make_shared<StreamFrontEnd>(std::move(*pipeline), frontend_pool_.get(), id);
     }
     commands_.push_back(std::move(command));
   }

@@ -77,12 +77,12 @@ void FrontEndPool::Work() {
 }
 
 StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
-                               int64_t tag, bool client_runs_cheap_work)
+                               int64_t tag)
     : pipeline_(std::move(pipeline)),
       layout_(pipeline_->layout()),
       pool_(pool),
       tag_(tag),
-      client_runs_cheap_work_(client_runs_cheap_work && pool != nullptr),
+      client_runs_cheap_work_(pool != nullptr && pipeline_->CopiesInput()),
       published_(layout_.width) {}
 
 absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {

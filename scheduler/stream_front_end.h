@@ -82,12 +82,12 @@ class FrontEndPool {
 class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
  public:
   // `pool` (not owned, may be null: inline) must outlive the stream's work;
-  // `tag` is passed to the pool's on_done. `client_runs_cheap_work`: the
-  // pipeline costs less per message than waking a worker (the 16 kHz PCM of
-  // a device front end, whose fbank runs on the GPU), so PushFromClient runs
-  // it on the client's thread when no worker has the stream.
-  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool, int64_t tag,
-                 bool client_runs_cheap_work = false);
+  // `tag` is passed to the pool's on_done. A pipeline that only copies its
+  // input (FeatureSource::CopiesInput: the 16 kHz PCM of a device front end,
+  // whose fbank runs on the GPU) costs less per message than waking a
+  // worker, so PushFromClient runs it on the client's thread when no worker
+  // has the stream.
+  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool, int64_t tag);
 
   // Queues 16-bit PCM at the stream's rate (moved in, not copied). Inline, it
   // is processed now and a failure is returned; with a pool it returns OK and
@@ -96,8 +96,9 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // With a pool only, from any thread (the client's, not the owner's): as
   // Push, copying `audio`, stamped with its arrival time. Audio pushed so
   // goes to the pipeline in order with the owner's Push and End calls made
-  // after it returns. With client_runs_cheap_work and no worker on the
-  // stream, the pipeline runs (and the owner is notified) before it returns.
+  // after it returns. For a pipeline that only copies its input, with no
+  // worker on the stream, it runs (and the owner is notified) before this
+  // returns.
   void PushFromClient(std::span<const int16_t> audio);
 
   // With a pool: the owner wants a notification (the pool's on_done) only

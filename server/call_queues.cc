@@ -15,6 +15,13 @@ namespace {
 // queues down anyway (they are cancelled, so this is a backstop).
 constexpr std::chrono::seconds kMaxCallDrain{10};
 
+// Runs each of the queue's operations until it is shut down and empty.
+void Drain(grpc::ServerCompletionQueue* queue) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue->Next(&tag, &ok)) static_cast<CallTag*>(tag)->Proceed(ok);
+}
+
 }  // namespace
 
 CallQueues::CallQueues(grpc::ServerBuilder* builder, int threads) {
@@ -38,10 +45,7 @@ void CallQueues::Start(const std::function<void(grpc::ServerCompletionQueue*)>& 
 void CallQueues::Poll(int index) {
   const std::string name = "oasr-grpc-" + std::to_string(index);
   SetThreadName(name.c_str());
-  grpc::ServerCompletionQueue* queue = queues_[index].get();
-  void* tag = nullptr;
-  bool ok = false;
-  while (queue->Next(&tag, &ok)) static_cast<CallTag*>(tag)->Proceed(ok);
+  Drain(queues_[index].get());
 }
 
 bool CallQueues::PostIfRunning(const std::function<void()>& post) {
@@ -75,11 +79,7 @@ void CallQueues::Stop() {
   for (std::thread& thread : threads_) thread.join();
   // Without threads (Start never ran) the queues still have to be drained.
   if (threads_.empty()) {
-    for (auto& queue : queues_) {
-      void* tag = nullptr;
-      bool ok = false;
-      while (queue->Next(&tag, &ok)) static_cast<CallTag*>(tag)->Proceed(ok);
-    }
+    for (auto& queue : queues_) Drain(queue.get());
   }
   threads_.clear();
 }

@@ -129,10 +129,10 @@ void StreamingCall<Api, Service>::CheckIdleLocked() {
   // After a half-close or the end of the call there is nothing to wait for.
   if (finished_ || client_done_) return;
   const auto timeout = context_->stream_idle_timeout;
-  if (!reading_ || message_in_hand_.load(std::memory_order_relaxed)) {
-    // Flow control paused reading (the client is behind, not idle), or a
-    // message has just arrived and is being decoded: look again a full
-    // timeout later.
+  if (!reading_) {
+    // Flow control paused reading (the client is behind, not idle): look
+    // again a full timeout later. (A message being handled cannot be here:
+    // the alarm runs on the call's queue thread, as the read's reaction.)
     ArmIdleAlarmLocked(timeout);
     return;
   }
@@ -155,7 +155,6 @@ void StreamingCall<Api, Service>::MaybeReadLocked() {
   if (reading_ || client_done_ || finished_) return;
   if (static_cast<int>(pending_.size()) >= context_->max_pending_responses) return;
   reading_ = true;
-  message_in_hand_.store(false, std::memory_order_relaxed);
   read_started_ = std::chrono::steady_clock::now();
   ++outstanding_;
   stream_io_.Read(&request_, &read_op_);
@@ -163,7 +162,6 @@ void StreamingCall<Api, Service>::MaybeReadLocked() {
 
 template <typename Api, typename Service>
 void StreamingCall<Api, Service>::OnReadDone(bool ok) {
-  message_in_hand_.store(true, std::memory_order_relaxed);
   const auto delivered = std::chrono::steady_clock::now();
   if (ok) context_->metrics.stage(Stage::kReadWait).Add(Nanoseconds(delivered - read_started_));
   // Audio (up to max_message_bytes) is decoded before the lock, so the
@@ -458,9 +456,9 @@ void StreamingCall<Api, Service>::OnDone(bool /*ok*/) {
   {
     std::lock_guard<std::mutex> lock(link_->mu);
     if (call_context_.IsCancelled()) {
-      // A deadline, a disconnect or the server's last resort: free the
-      // engine's resources now rather than when the audio would have ended.
-      if (stream_ != nullptr && !engine_done_) stream_->Cancel();
+      // A deadline, a disconnect or the server's last resort: FailLocked
+      // frees the engine's resources now rather than when the audio would
+      // have ended.
       FailLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
     }
     if (alarm_pending_) idle_alarm_.Cancel();

@@ -8,7 +8,6 @@
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -249,9 +248,6 @@ class StreamingCall {
   std::chrono::steady_clock::time_point read_started_;
   // A read is in flight, or its message is being handled (no next read yet).
   bool reading_ = false;
-  // The read in flight has delivered its message, which is being decoded
-  // before the lock: the client is not idle. Cleared when a read starts.
-  std::atomic<bool> message_in_hand_{false};
   bool client_done_ = false;  // The client half-closed (or the call broke).
   bool engine_done_ = false;  // The stream's last event arrived.
   bool writing_ = false;

@@ -338,8 +338,7 @@ TEST(StreamFrontEndTest, CopyingPipelineRunsOnTheClientsThread) {
   auto reference = encoder::PcmSource::Create({kRate});
   ASSERT_TRUE(source.ok() && reference.ok());
   ASSERT_TRUE((*source)->CopiesInput());
-  auto f = std::make_shared<StreamFrontEnd>(std::move(*source), &pool, 0,
-                                            /*client_runs_cheap_work=*/true);
+  auto f = std::make_shared<StreamFrontEnd>(std::move(*source), &pool, 0);
   const std::vector<int16_t> audio = Tone(rng, kRate * 2, kRate);
   constexpr size_t kPiece = 1600;  // 100 ms.
   const size_t half = audio.size() / 2 / kPiece * kPiece;
