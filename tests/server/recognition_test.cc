@@ -378,8 +378,22 @@ TEST_F(RecognitionTest, MetricsAreValidPrometheusTextWithTheEngineFigures) {
             m["oasr_chunk_latency_seconds_count"]);
   // The streaming calls' stages: each counted, with time that adds up (a
   // second of audio in pieces: reads; the final: a write and a dispatch).
-  for (const char* stage :
-       {"read_wait", "reaction", "write_wait", "dispatch_wait", "dispatch_run"}) {
+  // The last write's and dispatch's figures are added as they complete,
+  // which may be just after the client has its status: scrape until every
+  // stage has counted (bounded).
+  const char* const kStages[] = {"read_wait", "reaction", "write_wait", "dispatch_wait",
+                                 "dispatch_run"};
+  auto all_counted = [&] {
+    for (const char* stage : kStages) {
+      if (m["oasr_grpc_stage_total{stage=\"" + std::string(stage) + "\"}"] < 1) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 500 && !all_counted(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = ScrapeMetrics(server_->metrics_port(), &error);
+  }
+  for (const char* stage : kStages) {
     const std::string label = std::string("{stage=\"") + stage + "\"}";
     EXPECT_GE(m["oasr_grpc_stage_total" + label], 1) << stage;
     EXPECT_GE(m["oasr_grpc_stage_seconds_total" + label], 0) << stage;
