@@ -5,7 +5,8 @@
 # not hold loses its time. Shorter than grpc_capacity.sh: no drain, no
 # second level; the load generator is stopped after SECONDS + 2 scrapes.
 # BUNDLE is a tools/gpu/pack.sh bundle with oasr-server and oasr-client; the
-# files go to OUT_DIR (server.log, load.txt, metrics_<t>.txt, timeline.txt).
+# files go to OUT_DIR (server.log, load.txt, metrics_<t>.txt, timeline.txt,
+# threads.txt: CPU per thread group of both processes, tools/gpu/thread_cpu.py).
 # Extra arguments go to the server (e.g. --grpc-threads 12); DEVICE, FRONT_END,
 # MAX_ACTIVE, CLIENT_THREADS and CLIENT_CHANNELS override the defaults.
 #   tools/gpu/grpc_stage_probe.sh BUNDLE STREAMS SECONDS OUT_DIR [server flags...]
@@ -29,6 +30,8 @@ echo "server up after $(( $(date +%s) - t0 )) s" > "$out/timeline.txt"
   --threads "${CLIENT_THREADS:-6}" --channels "${CLIENT_CHANNELS:-64}" \
   --report-json "$out/load.json" > "$out/load.txt" 2>&1 &
 client=$!
+python3 -B "$(dirname "$0")/thread_cpu.py" --interval 8 --count $(( (seconds + 16) / 8 )) "$server" "$client" > "$out/threads.txt" 2>&1 &
+sampler=$!
 t=0
 while [ "$t" -lt $((seconds + 16)) ]; do
   sleep 8; t=$((t + 8))
@@ -36,7 +39,12 @@ while [ "$t" -lt $((seconds + 16)) ]; do
     "http://127.0.0.1:$metrics/metrics" > "$out/metrics_$t.txt" 2>&1
   echo "t=$t s load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/timeline.txt"
 done
+kill "$sampler" 2>/dev/null
+# Streams started near the end run up to --max-seconds past --duration: give
+# the client that long to finish and print its report, then stop it.
+for _ in $(seq 1 100); do kill -0 "$client" 2>/dev/null || break; sleep 0.25; done
 kill -INT "$client" 2>/dev/null; sleep 1; kill -KILL "$client" 2>/dev/null
+wait "$client" 2>/dev/null
 kill -TERM "$server"; sleep 2; kill -KILL "$server" 2>/dev/null
 rm -f "$port_file"
 echo "done after $(( $(date +%s) - t0 )) s" >> "$out/timeline.txt"
