@@ -3,38 +3,19 @@
 
 For machines without perf: every INTERVAL seconds, reads utime+stime of each
 thread of each PID and prints, per process and thread name (trailing digits
-folded, so oasr-grpc-0..5 form one group), how many threads the group has and
-how many cores it used over the interval. Stops after COUNT intervals or when
+folded, so oasr-grpc-0..5 form one group), how many cores the group used over
+the interval. Stops after COUNT intervals or when
 every process has exited.
 
   tools/gpu/thread_cpu.py --interval 8 --count 6 PID [PID...]
 """
 import argparse
 import os
-import re
 import sys
 import time
 
-
-def snapshot(pid):
-    """{tid: (group, ticks)} for one process, or None once it has gone."""
-    threads = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        # Fields after the name start at field 3 (state): utime is 14, stime 15.
-        ticks = int(fields[11]) + int(fields[12])
-        threads[tid] = (re.sub(r"[-_]?\d+$", "", name) or name, ticks)
-    return threads
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from load_runs import thread_cpu  # noqa: E402  (CPU seconds per thread group of a process)
 
 
 def process_name(pid):
@@ -51,9 +32,8 @@ def main():
     parser.add_argument("--count", type=int, default=10)
     parser.add_argument("pids", nargs="+", type=int)
     args = parser.parse_args()
-    hz = os.sysconf("SC_CLK_TCK")
     names = {pid: process_name(pid) for pid in args.pids}
-    previous = {pid: snapshot(pid) for pid in args.pids}
+    previous = {pid: thread_cpu(pid) for pid in args.pids}
     last = time.monotonic()
     for i in range(args.count):
         time.sleep(args.interval)
@@ -63,21 +43,15 @@ def main():
         alive = False
         print(f"--- interval {i + 1} ({elapsed:.1f} s)")
         for pid in args.pids:
-            current = snapshot(pid)
-            if current is None or previous[pid] is None:
-                continue
+            current = thread_cpu(pid)
+            if not current:
+                continue  # gone (or not started yet)
             alive = True
-            groups = {}
-            for tid, (group, ticks) in current.items():
-                before = previous[pid].get(tid, (group, 0))[1]
-                count, used = groups.get(group, (0, 0))
-                groups[group] = (count + 1, used + ticks - before)
-            total = sum(used for _, used in groups.values()) / hz / elapsed
-            print(f"{names[pid]} ({pid}): {total:.2f} cores, {len(current)} threads")
-            for group, (count, used) in sorted(groups.items(), key=lambda g: -g[1][1]):
-                cores = used / hz / elapsed
+            used = {group: (seconds - previous[pid].get(group, 0.0)) / elapsed for group, seconds in current.items()}
+            print(f"{names[pid]} ({pid}): {sum(used.values()):.2f} cores")
+            for group, cores in sorted(used.items(), key=lambda g: -g[1]):
                 if cores >= 0.005:
-                    print(f"  {group:<24} {count:>4} threads {cores:6.2f} cores")
+                    print(f"  {group:<24} {cores:6.2f} cores")
             previous[pid] = current
         sys.stdout.flush()
         if not alive:
