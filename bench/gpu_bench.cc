@@ -32,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "scheduler/engine.h"
 #include "scheduler/model_factory.h"
 #include "scheduler/wav_file.h"
@@ -110,6 +111,18 @@ double Quantile(const Counters& a, const Counters& b, double q) {
   return INFINITY;
 }
 
+// n samples of `audio`, looped, from `at` on (one copy per lap).
+void CopyLooped(const std::vector<int16_t>& audio, int64_t at, int64_t n, int16_t* out) {
+  const int64_t size = static_cast<int64_t>(audio.size());
+  while (n > 0) {
+    const int64_t run = std::min(n, size - at);
+    std::copy_n(audio.data() + at, run, out);
+    out += run;
+    n -= run;
+    at = 0;
+  }
+}
+
 // One driver thread's streams.
 struct Sim {
   std::unique_ptr<EngineStream> stream;
@@ -140,7 +153,8 @@ class Driver {
         due_.pop();
         Sim& s = sims_[i];
         const int64_t n = std::min<int64_t>(kPiece, s.length - s.sent);
-        CopyAudio((s.source + s.sent) % static_cast<int64_t>(audio_.size()), n, piece.data());
+        CopyLooped(audio_, (s.source + s.sent) % static_cast<int64_t>(audio_.size()), n,
+                   piece.data());
         if (!s.stream->PushAudio({piece.data(), static_cast<size_t>(n)}).ok()) ++errors_;
         s.sent += n;
         Drain(s);
@@ -202,17 +216,6 @@ class Driver {
     s.sent = 0;
     s.ending = false;
   }
-  // n samples of the looped audio from `at` on (at most two copies).
-  void CopyAudio(int64_t at, int64_t n, int16_t* out) const {
-    const int64_t size = static_cast<int64_t>(audio_.size());
-    while (n > 0) {
-      const int64_t run = std::min(n, size - at);
-      std::copy_n(audio_.data() + at, run, out);
-      out += run;
-      n -= run;
-      at = 0;
-    }
-  }
   void Drain(Sim& s) {
     StreamEvent event;
     while (s.stream->outbox().TryPop(&event)) Count(event);
@@ -263,8 +266,8 @@ void PrintStages(const Counters& a, const Counters& b) {
       "front-end workers %.2f ms per tick\n",
       ms(&Counters::tick_ns), ms(&Counters::frontend_ns), ms(&Counters::model_ns),
       ms(&Counters::decode_ns), ms(&Counters::search_ns), ms(&Counters::wait_ns), rest,
-      ms(&Counters::commands_ns),
-      ms(&Counters::emit_ns), other, (b.batch.sum - a.batch.sum) / batches,
+      ms(&Counters::commands_ns), ms(&Counters::emit_ns), other,
+      (b.batch.sum - a.batch.sum) / batches,
       100.0 * (b.padded - a.padded) / (rows + (b.padded - a.padded)), ms(&Counters::pool_ns));
   auto us_per_row = [&](double ms_per_tick) { return ms_per_tick * 1e3 * ticks / rows; };
   std::printf(
@@ -272,9 +275,8 @@ void PrintStages(const Counters& a, const Counters& b) {
       "rest %.2f (commands %.2f, emit %.2f, other %.2f)\n",
       us_per_row(ms(&Counters::frontend_ns)), us_per_row(ms(&Counters::model_ns)),
       us_per_row(ms(&Counters::decode_ns)), us_per_row(ms(&Counters::search_ns)),
-      us_per_row(ms(&Counters::wait_ns)), us_per_row(rest),
-      us_per_row(ms(&Counters::commands_ns)), us_per_row(ms(&Counters::emit_ns)),
-      us_per_row(other));
+      us_per_row(ms(&Counters::wait_ns)), us_per_row(rest), us_per_row(ms(&Counters::commands_ns)),
+      us_per_row(ms(&Counters::emit_ns)), us_per_row(other));
 }
 
 // Returns whether N streams were held.
@@ -294,7 +296,12 @@ bool RealTime(const Settings& settings, const std::vector<int16_t>& audio, int s
   };
   const Clock::time_point stop = at(settings.warm + settings.run);
   std::vector<std::thread> threads;
-  for (auto& driver : d) threads.emplace_back([&driver, start, stop] { driver->Run(start, stop); });
+  for (auto& driver : d) {
+    threads.emplace_back([&driver, start, stop] {
+      SetThreadName("bench-driver");
+      driver->Run(start, stop);
+    });
+  }
   std::this_thread::sleep_until(at(settings.warm));
   const Counters a = Counters::Read(engine->stats());
   std::this_thread::sleep_until(stop);
@@ -315,11 +322,12 @@ bool RealTime(const Settings& settings, const std::vector<int16_t>& audio, int s
       streams, p50, p95, p99, audio_s / settings.run, static_cast<long long>(finished),
       static_cast<long long>(errors), held ? "HELD" : "NOT HELD");
   PrintStages(a, b);
-  std::printf("    device memory %.1f MiB per stream (%.2f GiB); encoder %.1f TFLOP/s, %.1f%% of %.0f\n",
-              device_bytes / 1048576.0 / streams, device_bytes / 1073741824.0,
-              frames_per_s * settings.mflop_per_frame / 1e6,
-              100.0 * frames_per_s * settings.mflop_per_frame / 1e6 / settings.peak_tflops,
-              settings.peak_tflops);
+  std::printf(
+      "    device memory %.1f MiB per stream (%.2f GiB); encoder %.1f TFLOP/s, %.1f%% of %.0f\n",
+      device_bytes / 1048576.0 / streams, device_bytes / 1073741824.0,
+      frames_per_s * settings.mflop_per_frame / 1e6,
+      100.0 * frames_per_s * settings.mflop_per_frame / 1e6 / settings.peak_tflops,
+      settings.peak_tflops);
   std::fflush(stdout);
   return held;
 }
@@ -332,32 +340,49 @@ void Offline(const Settings& settings, const std::vector<int16_t>& audio, int st
   std::unique_ptr<Engine> engine = MakeEngine(s, streams, &device_bytes);
   if (engine == nullptr) return;
   const int64_t length = static_cast<int64_t>(seconds * kRate);
-  std::vector<std::unique_ptr<EngineStream>> handles;
-  std::vector<int16_t> utterance(length);
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<int64_t> where(0, static_cast<int64_t>(audio.size()) - 1);
+  // Every utterance opened and its audio pushed at once, by the driver
+  // threads side by side (one thread alone makes the engine see them arrive
+  // a few at a time); each then waits for its utterances' last events.
+  const int drivers = std::max(1, std::min(settings.drivers, streams));
+  std::vector<std::unique_ptr<EngineStream>> handles(static_cast<size_t>(streams));
+  std::atomic<int64_t> errors{0};
   const Counters a = Counters::Read(engine->stats());
   const Clock::time_point start = Clock::now();
-  for (int i = 0; i < streams; ++i) {
-    const int64_t from = where(rng);
-    for (int64_t j = 0; j < length; ++j) utterance[j] = audio[(from + j) % audio.size()];
-    StreamRequest request;
-    request.interim_results = false;
-    handles.push_back(std::move(*engine->OpenStream(request)));
-    (void)handles.back()->PushAudio({utterance.data(), utterance.size()});
-    (void)handles.back()->EndAudio();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < drivers; ++t) {
+    threads.emplace_back([&, t] {
+      SetThreadName("bench-driver");
+      std::vector<int16_t> utterance(static_cast<size_t>(length));
+      std::mt19937 rng(5 + t);
+      std::uniform_int_distribution<int64_t> where(0, static_cast<int64_t>(audio.size()) - 1);
+      for (int i = t; i < streams; i += drivers) {
+        CopyLooped(audio, where(rng), length, utterance.data());
+        StreamRequest request;
+        request.interim_results = false;
+        absl::StatusOr<std::unique_ptr<EngineStream>> opened = engine->OpenStream(request);
+        if (!opened.ok()) {
+          ++errors;
+          continue;
+        }
+        handles[i] = std::move(*opened);
+        if (!handles[i]->PushAudio({utterance.data(), utterance.size()}).ok()) ++errors;
+        (void)handles[i]->EndAudio();
+      }
+      for (int i = t; i < streams; i += drivers) {
+        if (handles[i] == nullptr) continue;
+        StreamEvent event;
+        while (!handles[i]->outbox().finished() && handles[i]->outbox().WaitPop(&event, 600)) {
+          if (event.finish.has_value() && *event.finish == FinishReason::kError) ++errors;
+        }
+      }
+    });
   }
-  int64_t errors = 0;
-  for (auto& h : handles) {
-    StreamEvent event;
-    while (!h->outbox().finished() && h->outbox().WaitPop(&event, 600)) {
-      if (event.finish.has_value() && *event.finish == FinishReason::kError) ++errors;
-    }
-  }
+  for (std::thread& thread : threads) thread.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const Counters b = Counters::Read(engine->stats());
-  std::printf("offline: %d utterances of %.0f s in %.2f s: RTFx %.0f, %lld errors\n", streams,
-              seconds, wall, streams * seconds / wall, static_cast<long long>(errors));
+  std::printf("offline: %d utterances of %.0f s in %.2f s (%d drivers): RTFx %.0f, %lld errors\n",
+              streams, seconds, wall, drivers, streams * seconds / wall,
+              static_cast<long long>(errors.load()));
   PrintStages(a, b);
   std::fflush(stdout);
 }
@@ -367,7 +392,8 @@ int Main(int argc, char** argv) {
   Settings settings;
   std::string model_dir = OASR_BUNDLED_MODEL, samples = OASR_SAMPLES_DIR, device = "auto", dtype;
   std::string search = "greedy", streams_list, front_end = "auto";
-  int beam = 10, frontend_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 4);
+  int beam = 10,
+      frontend_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 4);
   int decode_threads = 2, offline_streams = 0;
   double offline_seconds = 20;
   bool no_graphs = false, dense = false, no_lm = false;
@@ -386,12 +412,14 @@ int Main(int argc, char** argv) {
   app.add_option("--run", settings.run, "Seconds measured per count")->capture_default_str();
   app.add_option("--p99", settings.p99, "Latency goal (s)")->capture_default_str();
   app.add_option("--drivers", settings.drivers, "Client threads")->capture_default_str();
-  app.add_option("--frontend-threads", frontend_threads, "Front-end workers")->capture_default_str();
+  app.add_option("--frontend-threads", frontend_threads, "Front-end workers")
+      ->capture_default_str();
   app.add_option("--decode-threads", decode_threads, "Host threads of the device context (decode)")
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every op each tick");
   bool no_overlap = false;
-  app.add_flag("--no-overlap", no_overlap, "Each tick waits for its own forward (no two in flight)");
+  app.add_flag("--no-overlap", no_overlap,
+               "Each tick waits for its own forward (no two in flight)");
   app.add_option("--front-end", front_end, "Where fbank runs: auto, host or device")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
@@ -438,8 +466,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (streams_list.empty()) {
-    streams_list = settings.model.device.is_cuda() ? "1000,2000,5000,10000,20000,40000,60000,80000"
-                                                   : "2,4,8";
+    streams_list =
+        settings.model.device.is_cuda() ? "1000,2000,5000,10000,20000,40000,60000,80000" : "2,4,8";
   }
   std::printf(
       "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
@@ -451,8 +479,8 @@ int Main(int argc, char** argv) {
       frontend_threads, decode_threads,
       settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned",
       !settings.model.device.is_cuda() || no_overlap ? "one at a time" : "overlapped",
-      settings.drivers, audio.size() / double{kRate},
-      settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
+      settings.drivers, audio.size() / double{kRate}, settings.seconds / 2, settings.seconds,
+      settings.run, settings.warm, settings.p99);
   std::fflush(stdout);
   int held = 0;
   for (absl::string_view part : absl::StrSplit(streams_list, ',')) {

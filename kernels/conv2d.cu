@@ -56,6 +56,19 @@ __global__ void Im2ColVecKernel(Im2ColParams p, int64_t t_out, int64_t f_out) {
   }
 }
 
+// Input rows [first, first + rows) of image i into x ([rows][w], zeros past
+// the image), between barriers: the rows a block's stage-2 row reads.
+__device__ __forceinline__ void LoadStemRows(const FusedStemParams& p, int64_t i, int64_t first,
+                                             int rows, float* x) {
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * p.w; idx += blockDim.x) {
+    const int r = idx / static_cast<int>(p.w), col = idx % static_cast<int>(p.w);
+    const int64_t row = first + r;
+    x[idx] = row < p.h ? p.in[(i * p.h + row) * p.w + col] : 0.0f;
+  }
+  __syncthreads();
+}
+
 // Stage 2's patches straight from the one-channel input. A block per
 // (image, stage-2 row); a thread per stage-1 channel, which keeps its 9
 // taps in registers; the input rows the block needs sit in shared memory.
@@ -67,13 +80,7 @@ __global__ void FusedStemKernel(FusedStemParams p, int64_t h2, int64_t w2) {
   for (int64_t rb = blockIdx.x; rb < p.n * h2; rb += gridDim.x) {
     const int64_t i = rb / h2, t2 = rb % h2;
     const int64_t first = t2 * p.s2 * p.s1;  // First input row of the window.
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < rows_needed * p.w; idx += blockDim.x) {
-      const int r = idx / static_cast<int>(p.w), col = idx % static_cast<int>(p.w);
-      const int64_t row = first + r;
-      x[idx] = row < p.h ? p.in[(i * p.h + row) * p.w + col] : 0.0f;
-    }
-    __syncthreads();
+    LoadStemRows(p, i, first, rows_needed, x);
     for (int c = threadIdx.x; c < p.c1; c += blockDim.x) {
       float w[9];
 #pragma unroll
@@ -106,6 +113,86 @@ __global__ void FusedStemKernel(FusedStemParams p, int64_t h2, int64_t w2) {
   }
 }
 
+// The same patches in a 16-bit dtype, 16 bytes at a time: a thread owns 8
+// consecutive stage-1 channels (their 72 taps in registers) and writes their
+// values of one patch element with one store, so a warp covers 256 channels
+// of one (f2, a, b) with 512 contiguous bytes. Needs c1 a multiple of 8 whose
+// groups of 8 divide the block, ld a multiple of 8 and aligned patches.
+constexpr int kStemThreads = 256;
+
+template <typename Out>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <typename Out>
+__global__ void __launch_bounds__(kStemThreads)
+    FusedStemVecKernel(FusedStemParams p, int64_t h2, int64_t w2) {
+  extern __shared__ float x[];  // [rows_needed][w]
+  const int rows_needed = (p.k2 - 1) * p.s1 + 3;
+  const int groups = p.c1 / 8;
+  const int cg = threadIdx.x % groups;  // The thread's 8 channels, the same in every unit.
+  const int lane_slot = threadIdx.x / groups;
+  const int slots = blockDim.x / groups;
+  float w[8][9], bias[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    bias[j] = p.b1[cg * 8 + j];
+#pragma unroll
+    for (int k = 0; k < 9; ++k) w[j][k] = p.w1[(cg * 8 + j) * 9 + k];
+  }
+  const int kk = p.k2 * p.k2;
+  const int units = static_cast<int>(w2) * kk;  // (f2, a, b) of a stage-2 row.
+  const int64_t patch = static_cast<int64_t>(kk) * p.c1;
+  for (int64_t rb = blockIdx.x; rb < p.n * h2; rb += gridDim.x) {
+    const int64_t i = rb / h2, t2 = rb % h2;
+    const int64_t first = t2 * p.s2 * p.s1;  // First input row of the window.
+    LoadStemRows(p, i, first, rows_needed, x);
+    Out* base = static_cast<Out*>(p.patches) + (i * h2 + t2) * w2 * p.ld + cg * 8;
+    for (int u = lane_slot; u < units; u += slots) {
+      const int f2 = u / kk, ab = u % kk, a = ab / p.k2, b = ab % p.k2;
+      const float* xc = x + (a * p.s1) * p.w + (f2 * p.s2 + b) * p.s1;
+      float in[9];
+#pragma unroll
+      for (int a1 = 0; a1 < 3; ++a1) {
+#pragma unroll
+        for (int b1 = 0; b1 < 3; ++b1) in[a1 * 3 + b1] = xc[a1 * p.w + b1];
+      }
+      uint32_t packed[4];
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        float v0 = bias[j], v1 = bias[j + 1];
+#pragma unroll
+        for (int k = 0; k < 9; ++k) {
+          v0 = fmaf(w[j][k], in[k], v0);
+          v1 = fmaf(w[j + 1][k], in[k], v1);
+        }
+        packed[j / 2] = PackPair<Out>(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
+      }
+      *reinterpret_cast<uint4*>(base + f2 * p.ld + static_cast<int64_t>(ab) * p.c1) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+    // Padding columns past the patch.
+    for (int64_t idx = threadIdx.x; idx < w2 * (p.ld - patch); idx += blockDim.x) {
+      const int64_t f2 = idx / (p.ld - patch), col = patch + idx % (p.ld - patch);
+      static_cast<Out*>(p.patches)[((i * h2 + t2) * w2 + f2) * p.ld + col] = FromFloat<Out>(0.0f);
+    }
+  }
+}
+
+bool StemVecFits(const FusedStemParams& p) {
+  return p.patch_dtype != DType::kFloat32 && p.c1 % 8 == 0 && kStemThreads % (p.c1 / 8) == 0 &&
+         p.ld % 8 == 0 && reinterpret_cast<uintptr_t>(p.patches) % 16 == 0;
+}
+
 }  // namespace
 
 void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
@@ -115,6 +202,16 @@ void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
   if (blocks == 0) return;
   const int rows_needed = (p.k2 - 1) * p.s1 + 3;
   const size_t smem = static_cast<size_t>(rows_needed) * p.w * sizeof(float);
+  const int grid = static_cast<int>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+  if (StemVecFits(p)) {
+    if (p.patch_dtype == DType::kBFloat16) {
+      FusedStemVecKernel<__nv_bfloat16><<<grid, kStemThreads, smem, stream>>>(p, h2, w2);
+    } else {
+      FusedStemVecKernel<__half><<<grid, kStemThreads, smem, stream>>>(p, h2, w2);
+    }
+    OASR_CUDA_LAUNCH_CHECK();
+    return;
+  }
   const int threads = p.c1 >= 256 ? 256 : (p.c1 + 31) / 32 * 32;
   OASR_DISPATCH_FLOAT(p.patch_dtype, Out, {
     FusedStemKernel<Out>

@@ -42,17 +42,16 @@ namespace mma_attention {
 
 constexpr int kQueries = 16;  // The mma's M: a chunk of at most 16 frames.
 constexpr int kKeys = 32;     // Keys per tile: one per lane.
-constexpr int kWarps = 2;     // (row, head) items per block.
+constexpr int kWarps = 4;     // (row, head) items per block.
 
+// A warp's tile of 32 keys: their K, position and V rows, row-major (the
+// V fragments come out transposed through ldmatrix.trans).
 template <int kDk>
 struct WarpSmem {
   static constexpr int kRow = kDk + 8;  // Row stride in elements (16-byte aligned, no conflicts).
-  static constexpr int kVRow = kKeys + 8;  // V^T row stride.
-  uint16_t q_u[kQueries * kRow];
-  uint16_t q_v[kQueries * kRow];
   uint16_t k[kKeys * kRow];
   uint16_t p[kKeys * kRow];
-  uint16_t vt[kDk * kVRow];
+  uint16_t v[kKeys * kRow];
 };
 
 template <typename T>
@@ -66,6 +65,31 @@ __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
 }
 __device__ __forceinline__ uint32_t Load32(const uint16_t* p) {
   return *reinterpret_cast<const uint32_t*>(p);
+}
+template <typename T>
+__device__ __forceinline__ float2 Unpack(uint32_t v) {
+  T lo, hi;
+  *reinterpret_cast<uint16_t*>(&lo) = static_cast<uint16_t>(v & 0xffffu);
+  *reinterpret_cast<uint16_t*>(&hi) = static_cast<uint16_t>(v >> 16);
+  return make_float2(cuda::ToFloat(lo), cuda::ToFloat(hi));
+}
+
+// 16 bytes from global to shared memory without a register (sm_80+).
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* global) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(global));
+}
+__device__ __forceinline__ void WaitAsync() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Four 8x8 tiles of 16-bit elements, transposed: lane i gives the address of
+// row i % 8 of tile i / 8.
+__device__ __forceinline__ void LoadMatrixT4(const uint16_t* row, uint32_t* r) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 }
 
 // d (+)= a b for one 16x8x16 tile.
@@ -86,18 +110,6 @@ __device__ __forceinline__ void Mma(float* d, const uint32_t* a, uint32_t b0, ui
   }
 }
 
-// The A fragment of rows [0, 16), columns [kk * 16, kk * 16 + 16) of a
-// row-major [16][kRow] tile.
-template <int kRow>
-__device__ __forceinline__ void LoadA(const uint16_t* m, int kk, int g, int t, uint32_t* a) {
-  const uint16_t* r0 = m + g * kRow + kk * 16 + t * 2;
-  const uint16_t* r1 = r0 + 8 * kRow;
-  a[0] = Load32(r0);
-  a[1] = Load32(r1);
-  a[2] = Load32(r0 + 8);
-  a[3] = Load32(r1 + 8);
-}
-
 template <typename T, int kDk>
 __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b, int head,
                           int lane) {
@@ -116,12 +128,58 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   T* v_pool = static_cast<T*>(p.v_pool);
   const T* qkv = static_cast<const T*>(p.qkv) + static_cast<int64_t>(b) * p.chunk * p.ld_qkv;
   T* out = static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.chunk * p.ldo + head * kDk;
+  const T* pos_table = static_cast<const T*>(p.pos_table);
   auto pool_row = [&](int pos) {
     return ((static_cast<int64_t>(table[pos / bs]) * bs + pos % bs) * heads + head) * kDk;
   };
+  // Starts the copies of the keys [start, start + 32) into the tile, lane j
+  // key start + j: the history's K and V from the pool, the chunk's own from
+  // its projections (the same values the pool receives below), the position
+  // row from the table; zero rows past the last key (never NaN into P V).
+  auto load_tile = [&](int start) {
+    const int pos = start + lane;
+    uint16_t* ks = s.k + lane * S::kRow;
+    uint16_t* ps = s.p + lane * S::kRow;
+    uint16_t* vs = s.v + lane * S::kRow;
+    if (pos >= total) {
+#pragma unroll
+      for (int v = 0; v < kDk / kVec; ++v) {
+        reinterpret_cast<uint4*>(ks)[v] = make_uint4(0, 0, 0, 0);
+        reinterpret_cast<uint4*>(ps)[v] = make_uint4(0, 0, 0, 0);
+        reinterpret_cast<uint4*>(vs)[v] = make_uint4(0, 0, 0, 0);
+      }
+      return;
+    }
+    const T* kg;
+    const T* vg;
+    if (pos < t1) {
+      const int64_t at = pool_row(pos);
+      kg = k_pool + at;
+      vg = v_pool + at;
+    } else {
+      kg = qkv + (pos - t1) * p.ld_qkv + d + head * kDk;
+      vg = kg + d;
+    }
+#pragma unroll
+    for (int v = 0; v < kDk / kVec; ++v) {
+      CopyAsync16(ks + v * kVec, kg + v * kVec);
+      CopyAsync16(vs + v * kVec, vg + v * kVec);
+    }
+    const int64_t abs_pos = first_pos + pos;
+    if (abs_pos < p.pos_rows) {
+      const T* pg = pos_table + abs_pos * d + head * kDk;
+#pragma unroll
+      for (int v = 0; v < kDk / kVec; ++v) CopyAsync16(ps + v * kVec, pg + v * kVec);
+    } else {
+      for (int e = 0; e < kDk; ++e) {
+        ps[e] = Bits(cuda::FromFloat<T>(ProjectPosition(p.linear_pos, d, kDk, head, e, abs_pos)));
+      }
+    }
+  };
+  load_tile(0);
 
   // The chunk's keys and values into the pool (lane i: frame i, 16 bytes at
-  // a time), the queries with their two biases, zeros for unused rows.
+  // a time), and zeros for its output rows past the frames.
   for (int i = lane; i < c; i += 32) {
     const int64_t dst = pool_row(t1 + i);
     const uint4* kq = reinterpret_cast<const uint4*>(qkv + i * p.ld_qkv + d + head * kDk);
@@ -132,16 +190,35 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
       reinterpret_cast<uint4*>(v_pool + dst)[v] = vq[v];
     }
   }
-  for (int idx = lane; idx < kQueries * kDk; idx += 32) {
-    const int i = idx / kDk, e = idx % kDk;
-    const float q = i < c ? cuda::ToFloat(qkv[i * p.ld_qkv + head * kDk + e]) : 0.0f;
-    s.q_u[i * S::kRow + e] = Bits(cuda::FromFloat<T>(q + p.pos_bias_u[head * kDk + e]));
-    s.q_v[i * S::kRow + e] = Bits(cuda::FromFloat<T>(q + p.pos_bias_v[head * kDk + e]));
+  for (int idx = lane; idx < (p.chunk - c) * (kDk / 2); idx += 32) {
+    const int i = c + idx / (kDk / 2), e = 2 * (idx % (kDk / 2));
+    *reinterpret_cast<uint32_t*>(out + i * p.ldo + e) = 0u;
   }
-  for (int idx = lane; idx < (p.chunk - c) * kDk; idx += 32) {
-    out[(c + idx / kDk) * p.ldo + idx % kDk] = cuda::FromFloat<T>(0.0f);
+
+  // The queries with their two biases as the A fragments of every k-step,
+  // straight from the projections: rows g and g + 8, columns kk * 16 + 2t
+  // (+ 8); zero rows past the frames.
+  uint32_t qu[kDk / 16][4], qv[kDk / 16][4];
+  {
+    const T* q = qkv + head * kDk;
+    const float* bu = p.pos_bias_u + head * kDk;
+    const float* bv = p.pos_bias_v + head * kDk;
+#pragma unroll
+    for (int kk = 0; kk < kDk / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = g + (r & 1) * 8;
+        const int col = kk * 16 + 2 * t + (r >> 1) * 8;
+        const float2 x =
+            row < c ? Unpack<T>(*reinterpret_cast<const uint32_t*>(q + row * p.ld_qkv + col))
+                    : make_float2(0.0f, 0.0f);
+        const float2 u = *reinterpret_cast<const float2*>(bu + col);
+        const float2 w = *reinterpret_cast<const float2*>(bv + col);
+        qu[kk][r] = Pack<T>(x.x + u.x, x.y + u.y);
+        qv[kk][r] = Pack<T>(x.x + w.x, x.y + w.y);
+      }
+    }
   }
-  __syncwarp();
 
   constexpr int kOut = kDk / 8;  // Output n-blocks of 8 dims.
   float o[kOut][4];
@@ -149,48 +226,11 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   for (int nb = 0; nb < kOut; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // Rows g and g + 8.
   const float scale = rsqrtf(static_cast<float>(kDk));
-  const T* pos_table = static_cast<const T*>(p.pos_table);
 
   for (int start = 0; start < total; start += kKeys) {
     const int n = min(kKeys, total - start);
-    // Lane j loads key start + j: its K and position rows and V (transposed).
-    {
-      uint16_t* ks = s.k + lane * S::kRow;
-      uint16_t* ps = s.p + lane * S::kRow;
-      if (lane < n) {
-        const int pos = start + lane;
-        const int64_t at = pool_row(pos);
-        const int64_t abs_pos = first_pos + pos;
-        const uint4* kg = reinterpret_cast<const uint4*>(k_pool + at);
-        const uint4* vg = reinterpret_cast<const uint4*>(v_pool + at);
-#pragma unroll
-        for (int v = 0; v < kDk / kVec; ++v) {
-          reinterpret_cast<uint4*>(ks)[v] = kg[v];
-          const uint4 vv = vg[v];
-          const uint16_t* ve = reinterpret_cast<const uint16_t*>(&vv);
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) s.vt[(v * kVec + e) * S::kVRow + lane] = ve[e];
-        }
-        if (abs_pos < p.pos_rows) {
-          const uint4* pg = reinterpret_cast<const uint4*>(pos_table + abs_pos * d + head * kDk);
-#pragma unroll
-          for (int v = 0; v < kDk / kVec; ++v) reinterpret_cast<uint4*>(ps)[v] = pg[v];
-        } else {
-          for (int e = 0; e < kDk; ++e) {
-            ps[e] =
-                Bits(cuda::FromFloat<T>(ProjectPosition(p.linear_pos, d, kDk, head, e, abs_pos)));
-          }
-        }
-      } else {
-        // Past the last key: zeros (never NaN into the products).
-#pragma unroll
-        for (int v = 0; v < kDk / kVec; ++v) {
-          reinterpret_cast<uint4*>(ks)[v] = make_uint4(0, 0, 0, 0);
-          reinterpret_cast<uint4*>(ps)[v] = make_uint4(0, 0, 0, 0);
-        }
-        for (int e = 0; e < kDk; ++e) s.vt[e * S::kVRow + lane] = 0;
-      }
-    }
+    if (start > 0) load_tile(start);
+    WaitAsync();
     __syncwarp();
 
     // Scores for the 4 n-blocks of 8 keys: (q + u) k + (q + v) p.
@@ -199,15 +239,12 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
     for (int nb = 0; nb < kKeys / 8; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < kDk / 16; ++kk) {
-      uint32_t au[4], av[4];
-      LoadA<S::kRow>(s.q_u, kk, g, t, au);
-      LoadA<S::kRow>(s.q_v, kk, g, t, av);
 #pragma unroll
       for (int nb = 0; nb < kKeys / 8; ++nb) {
         const uint16_t* kr = s.k + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
         const uint16_t* pr = s.p + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
-        Mma<T>(sc[nb], au, Load32(kr), Load32(kr + 8));
-        Mma<T>(sc[nb], av, Load32(pr), Load32(pr + 8));
+        Mma<T>(sc[nb], qu[kk], Load32(kr), Load32(kr + 8));
+        Mma<T>(sc[nb], qv[kk], Load32(pr), Load32(pr + 8));
       }
     }
     // Online softmax per row (the 4 lanes of a group share rows g and g + 8).
@@ -255,7 +292,9 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
       o[nb][2] *= r1;
       o[nb][3] *= r1;
     }
-    // P V: the probabilities of keys [kk * 16, kk * 16 + 16) as A fragments.
+    // P V: the probabilities of keys [kk * 16, kk * 16 + 16) as A fragments,
+    // V's fragments two n-blocks at a time through ldmatrix.trans (lane i:
+    // key kk * 16 + i % 16, dims of n-block 2 nb2 + i / 16).
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       uint32_t a[4];
@@ -264,9 +303,11 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
       a[2] = Pack<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
       a[3] = Pack<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-      for (int nb = 0; nb < kOut; ++nb) {
-        const uint16_t* vr = s.vt + (nb * 8 + g) * S::kVRow + kk * 16 + t * 2;
-        Mma<T>(o[nb], a, Load32(vr), Load32(vr + 8));
+      for (int nb2 = 0; nb2 < kOut / 2; ++nb2) {
+        uint32_t v[4];
+        LoadMatrixT4(s.v + (kk * 16 + (lane & 15)) * S::kRow + (2 * nb2 + (lane >> 4)) * 8, v);
+        Mma<T>(o[2 * nb2], a, v[0], v[1]);
+        Mma<T>(o[2 * nb2 + 1], a, v[2], v[3]);
       }
     }
     __syncwarp();  // The tiles are reloaded next.
@@ -287,7 +328,8 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
 }
 
 template <typename T, int kDk>
-__global__ void __launch_bounds__(32 * kWarps) Kernel(PagedAttentionParams p, int items) {
+__global__ void __launch_bounds__(32 * kWarps, kDk <= 64 ? 4 : 2)
+    Kernel(PagedAttentionParams p, int items) {
   extern __shared__ __align__(16) unsigned char raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int item = blockIdx.x * kWarps + warp;

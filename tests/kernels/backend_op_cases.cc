@@ -729,6 +729,8 @@ std::vector<OpCase> AllCases() {
   cases.push_back(FusedStemCase(1, 101, 80, 32, 48, 5, 3));
   // Enough images that the patches come in several groups (96 MiB each).
   cases.push_back(FusedStemCase(80, 67, 80, 256, 16, 3, 2));
+  // Stage-1 channels that are not a multiple of 8 take the scalar gather.
+  cases.push_back(FusedStemCase(3, 40, 80, 12, 16, 3, 2));
   // Norms.
   cases.push_back(LayerNormCase(1, 256, false, false));
   cases.push_back(LayerNormCase(1000, 256, false, true));
@@ -748,6 +750,12 @@ std::vector<OpCase> AllCases() {
   cases.push_back(CausalConvCase(5, 16, 256, 15, true, {16, 3, 16, 1, 9}));
   cases.push_back(CausalConvCase(4, 8, 96, 8, false, {8, 8, 2, 5}));
   cases.push_back(CausalConvCase(64, 16, 256, 15, false, std::vector<int32_t>(64, 16)));
+  // The 16-bit fast path's other shapes: one row a block (d 512), 8 taps,
+  // empty rows, a chunk of 12; d 1024 takes the general kernel.
+  cases.push_back(CausalConvCase(7, 16, 512, 8, true, {16, 0, 5, 16, 15, 1, 16}));
+  cases.push_back(CausalConvCase(3, 12, 256, 15, true, {12, 7, 12}));
+  cases.push_back(CausalConvCase(33, 16, 128, 15, false, std::vector<int32_t>(33, 11)));
+  cases.push_back(CausalConvCase(2, 16, 1024, 15, true, {16, 9}));
   // Attention: no history, one block, many blocks, a partly filled block,
   // short chunks, positions past the table, block sizes 16 and 8.
   cases.push_back(PagedAttentionCase("1 row, no history", {{0}, {16}, {0}}));
