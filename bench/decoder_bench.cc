@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -37,6 +38,7 @@
 #include "decoder/synthetic_log_probs.h"
 #include "encoder/fbank.h"
 #include "encoder/model_config.h"
+#include "encoder/npy_io.h"
 
 namespace oasr::decoder {
 namespace {
@@ -122,6 +124,48 @@ std::vector<float> PeakyLogProbs(int v) {
   return SyntheticLogProbs(gen);
 }
 
+// The search over real log-probs: every utterance decoded from its start in
+// chunks, through the decoder with endpointing as the server runs it; the
+// cost per frame over all of them (fastest of kRepeats passes).
+Figures RunUtterances(const CtcDecoderConfig& config,
+                      const std::shared_ptr<const SymbolTable>& units,
+                      const std::vector<std::vector<float>>& utterances) {
+  auto decoder = *CtcDecoder::Create(config, units);
+  auto state = decoder->CreateState();
+  const int v = units->size();
+  int64_t frames = 0;
+  for (const auto& lp : utterances) frames += static_cast<int64_t>(lp.size()) / v;
+  Figures figures;
+  for (int repeat = 0; repeat <= kRepeats; ++repeat) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& lp : utterances) {
+      decoder->ResetState(*state);
+      if (!decoder->ConfigureStream(*state, config.stream).ok()) std::abort();
+      const int n_frames = static_cast<int>(lp.size()) / v;
+      for (int t = 0; t < n_frames; t += kChunk) {
+        const int n = std::min(kChunk, n_frames - t);
+        TensorView view(const_cast<float*>(lp.data()) + static_cast<size_t>(t) * v, DType::kFloat32,
+                        Shape{n, v}, Device::Cpu());
+        if (!decoder->DecodeChunk(*state, view).ok()) std::abort();
+        (void)decoder->TakeFinalResults(*state);
+      }
+      (void)decoder->FinalizeStream(*state);
+      const std::vector<DecodeResult> finals = decoder->TakeFinalResults(*state);
+      if (repeat == 0 && &lp == &utterances.front() && !finals.empty()) {
+        figures.transcript_head = finals[0].nbest[0].transcript.substr(0, 24);
+      }
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        static_cast<double>(frames);
+    if (repeat == 0) continue;
+    figures.best_us = std::min(figures.best_us, us);
+    figures.mean_us += us / kRepeats;
+  }
+  return figures;
+}
+
 // One CTC frame of audio, in ms: the model's clock.
 double g_frame_ms = 40.0;
 
@@ -144,6 +188,57 @@ double ModelFrameShiftMs(const std::string& dir) {
   }
   return 1000.0 * encoder::Fbank::kFrameShift / encoder::Fbank::kSampleRate *
          config->subsampling_rate();
+}
+
+// The language models' rows again over real log-probs (every .npy in
+// `npy_dir`, as oasr-transcribe --npy writes them for the model in `dir`),
+// with the search's pruning: blank skipping and the token beam.
+void RealSpeechRows(const std::string& dir, const std::string& npy_dir) {
+  absl::StatusOr<SymbolTable> loaded = SymbolTable::Load(dir + "/units.txt");
+  if (!loaded.ok()) return;
+  auto units = std::make_shared<const SymbolTable>(std::move(*loaded));
+  const int v = units->size();
+  std::vector<std::vector<float>> utterances;
+  int64_t frames = 0;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(npy_dir)) {
+    if (entry.path().extension() == ".npy") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    absl::StatusOr<Tensor> t = encoder::ReadNpyFloat32(file);
+    if (!t.ok() || t->shape().rank() != 2 || t->shape()[1] != v) {
+      std::printf("(skipping %s: not [frames, %d] float32 log-probs)\n", file.c_str(), v);
+      continue;
+    }
+    const float* data = t->data<float>();
+    utterances.emplace_back(data, data + t->numel());
+    frames += t->shape()[0];
+  }
+  if (utterances.empty()) {
+    std::printf("(no real log-probs in %s)\n", npy_dir.c_str());
+    return;
+  }
+  std::printf("real log-probs: %zu utterances, %lld frames (%s)\n", utterances.size(),
+              static_cast<long long>(frames), npy_dir.c_str());
+  CtcDecoderConfig config;
+  absl::StatusOr<bool> lm = UseModelLanguageModel(dir, *units, &config.search);
+  if (!lm.ok() || !*lm) return;
+  struct Row {
+    const char* name;
+    float skip, token_beam;
+  };
+  for (const Row& row :
+       {Row{"beam 10 + LMs", 0.0f, 0.0f}, Row{"beam 10 + LMs, skip 0.999", 0.999f, 0.0f},
+        Row{"beam 10 + LMs, token beam 8", 0.0f, 8.0f},
+        Row{"beam 10 + LMs, token beam 5", 0.0f, 5.0f},
+        Row{"  ... skip 0.999, beam 5", 0.999f, 5.0f}}) {
+    config.search.blank_skip_threshold = row.skip;
+    config.search.token_beam = row.token_beam;
+    const Figures f = RunUtterances(config, units, utterances);
+    PrintRow(v, row.name, f);
+    std::printf("   %s\n", f.transcript_head.c_str());
+  }
 }
 
 // Beam 10 with and without the bundled model's language model.
@@ -190,6 +285,10 @@ int Main(int argc, char** argv) {
                  "Model whose units and language models the last rows decode with, and whose "
                  "frame clock the x-realtime column uses")
       ->capture_default_str();
+  std::string npy_dir;
+  app.add_option("--npy", npy_dir,
+                 "Folder of the model's real CTC log-probs (oasr-transcribe --npy) for the rows "
+                 "with the search's pruning");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -236,6 +335,7 @@ int Main(int argc, char** argv) {
     }
   }
   if (!model_dir.empty()) LanguageModelRows(model_dir);
+  if (!model_dir.empty() && !npy_dir.empty()) RealSpeechRows(model_dir, npy_dir);
   std::printf("goal: < 50 us/frame per stream at V = 5002, beam 10 (x realtime = %g ms / cost)\n",
               g_frame_ms);
   return 0;

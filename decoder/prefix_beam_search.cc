@@ -49,6 +49,7 @@ absl::Status PrefixBeamSearchOptions::Validate() const {
   };
   for (const Range& r :
        {Range{"blank_skip_threshold", blank_skip_threshold, 0, 1, " (0 turns it off)"},
+        Range{"token_beam", token_beam, 0, 100, " (0 turns it off)"},
         Range{"lm_weight", lm_weight, 0, 10, ""},
         Range{"lm_token_bonus", lm_token_bonus, -20, 20, ""},
         Range{"word_lm_weight", word_lm_weight, 0, 10, ""},
@@ -233,9 +234,14 @@ void PrefixBeamSearch::ExpandCandidates(const int32_t* ids, const float* log_pro
   candidates_.clear();
   const int32_t blank = options_.blank_id;
   const int32_t num_hyps = static_cast<int32_t>(hyps_.size());
+  float floor = -std::numeric_limits<float>::infinity();
+  if (options_.token_beam > 0.0f && k > 0) {
+    floor = *std::max_element(log_probs, log_probs + k) - options_.token_beam;
+  }
   for (int j = 0; j < k; ++j) {
     const int32_t token = ids[j];
     const float lp = log_probs[j];
+    if (lp < floor) continue;
     for (int32_t i = 0; i < num_hyps; ++i) {
       const Hyp& h = hyps_[i];
       if (token == blank) {

@@ -41,6 +41,12 @@ struct PrefixBeamSearchOptions {
   // values near 1 (0.999) make it nearly lossless and save most of the work on
   // silence.
   float blank_skip_threshold = 0.0f;
+  // A frame's tokens more than this many nats below its best are not
+  // expanded (0 turns it off, the default: the first beam alone decides).
+  // On peaky CTC output most of the first beam's tokens are far below the
+  // best; each would cost its prefixes' language-model lookups for a
+  // probability that cannot change the kept beam.
+  float token_beam = 0.0f;
 
   // Shallow fusion with a unit n-gram language model (nullptr: none). Each
   // token of a prefix adds lm_weight * ln P_lm(token | the tokens before it) +
@@ -60,6 +66,7 @@ struct PrefixBeamSearchOptions {
 
   // INVALID_ARGUMENT naming the field, its value and the limit: beam_size and
   // first_beam_size in [1, 1024], blank_id >= 0, blank_skip_threshold in [0, 1],
+  // token_beam in [0, 100],
   // lm_weight and word_lm_weight in [0, 10], lm_token_bonus and word_bonus in
   // [-20, 20], unknown_word_penalty in [0, 100].
   absl::Status Validate() const;

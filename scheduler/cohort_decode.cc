@@ -108,10 +108,9 @@ CohortCandidates::CohortCandidates(int rows, int max_frames, int k, int blank_id
 
 absl::Status CohortCandidates::Select(ExecutionContext& ctx, const TensorView& log_probs,
                                       int rows) const {
-  if (log_probs.dtype() != DType::kFloat32 || log_probs.rank() != 3 || rows < 0 ||
-      rows > rows_ || log_probs.dim(0) < rows || log_probs.dim(1) != max_frames_ ||
-      log_probs.dim(2) <= blank_id_ || log_probs.dim(2) < k_ ||
-      !(log_probs.device() == device_.device())) {
+  if (log_probs.dtype() != DType::kFloat32 || log_probs.rank() != 3 || rows < 0 || rows > rows_ ||
+      log_probs.dim(0) < rows || log_probs.dim(1) != max_frames_ || log_probs.dim(2) <= blank_id_ ||
+      log_probs.dim(2) < k_ || !(log_probs.device() == device_.device())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cohort candidates: log_probs ", DTypeName(log_probs.dtype()), log_probs.shape().ToString(),
         " on ", log_probs.device().ToString(), " for ", rows, " of ", rows_, " rows of ",
@@ -146,8 +145,8 @@ absl::Status CohortCandidates::EnqueueDownload(ExecutionContext& ctx, int rows, 
   const int64_t n = int64_t{rows} * max_frames_;
   const TensorView dev = device_.view();
   const TensorView host = host_.view().Slice(buffer * words_per_copy(), words_per_copy());
-  for (const auto [at, words] : {std::pair{ids_at(), n * k_}, std::pair{log_probs_at(), n * k_},
-                                 std::pair{blank_at(), n}}) {
+  for (const auto& [at, words] :
+       {std::pair{ids_at(), n * k_}, std::pair{log_probs_at(), n * k_}, std::pair{blank_at(), n}}) {
     OASR_RETURN_IF_ERROR(
         CopyTensorAsync(host.Slice(at, words), dev.Slice(at, words), ctx.stream()));
   }
@@ -170,7 +169,7 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
                                 std::span<decoder::DecoderState* const> states,
                                 std::span<const int32_t> num_frames,
                                 const CohortCandidates& candidates, ExecutionContext* ctx,
-                                std::span<absl::Status> status, int buffer) {
+                                std::span<absl::Status> status, int buffer, ThreadPool* pool) {
   OASR_CHECK(states.size() == num_frames.size() && states.size() == status.size(),
              "DecodeCohortPruned: states, num_frames and status differ in size");
   const size_t n = states.size();
@@ -183,23 +182,24 @@ absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
   if (buffer < 0) OASR_RETURN_IF_ERROR(candidates.Download(*ctx, static_cast<int>(n)));
   const decoder::PrunedChunks all = candidates.host(static_cast<int>(n), std::max(buffer, 0));
   // Streams decode independently: large cohorts are split into contiguous
-  // parts across the context's host threads.
+  // parts across the pool's (or the context's) host threads.
   const size_t per_part = decoder.config().method == decoder::SearchMethod::kGreedy
                               ? kMinLightRowsPerPart
                               : kMinRowsPerPart;
-  ForEachPart(ctx->threads(), n, per_part, 4, [&](size_t begin, size_t end) {
-    DecodeRuns(states.subspan(begin, end - begin), status.subspan(begin, end - begin),
-               [&](size_t row, size_t count) {
-                 decoder::PrunedChunks run = all;
-                 const int64_t frame = static_cast<int64_t>(begin + row) * all.max_frames;
-                 run.ids += frame * all.k;
-                 run.log_probs += frame * all.k;
-                 run.blank += frame;
-                 run.batch = static_cast<int64_t>(count);
-                 return decoder.DecodeChunksPruned(states.subspan(begin + row, count), run,
-                                                   num_frames.subspan(begin + row, count));
-               });
-  });
+  ForEachPart(
+      pool != nullptr ? *pool : ctx->threads(), n, per_part, 4, [&](size_t begin, size_t end) {
+        DecodeRuns(states.subspan(begin, end - begin), status.subspan(begin, end - begin),
+                   [&](size_t row, size_t count) {
+                     decoder::PrunedChunks run = all;
+                     const int64_t frame = static_cast<int64_t>(begin + row) * all.max_frames;
+                     run.ids += frame * all.k;
+                     run.log_probs += frame * all.k;
+                     run.blank += frame;
+                     run.batch = static_cast<int64_t>(count);
+                     return decoder.DecodeChunksPruned(states.subspan(begin + row, count), run,
+                                                       num_frames.subspan(begin + row, count));
+                   });
+      });
   return absl::OkStatus();
 }
 

@@ -3,11 +3,10 @@
 // wherever the states allow, with each stream's failure kept to that stream.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
-
-#include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -123,12 +122,14 @@ class CohortCandidates {
 // downloads the first states.size() rows' candidates (with `buffer` >= 0,
 // reads host copy `buffer`, which the caller has downloaded), then one
 // DecodeChunksPruned per run of non-null states, a failing run retried row by
-// row; a large cohort's rows are decoded in parts on ctx's host threads
-// (ctx->threads()). Same contract as DecodeCohort otherwise; ctx is required.
+// row; a large cohort's rows are decoded in parts on `pool` (null: ctx's
+// host threads, ctx->threads()). Same contract as DecodeCohort otherwise;
+// ctx is required.
 absl::Status DecodeCohortPruned(decoder::CtcDecoder& decoder,
                                 std::span<decoder::DecoderState* const> states,
                                 std::span<const int32_t> num_frames,
                                 const CohortCandidates& candidates, ExecutionContext* ctx,
-                                std::span<absl::Status> status, int buffer = -1);
+                                std::span<absl::Status> status, int buffer = -1,
+                                ThreadPool* pool = nullptr);
 
 }  // namespace oasr::scheduler

@@ -216,6 +216,15 @@ absl::Status Engine::Init() {
   overlap_ =
       ctx_->is_cuda() && config_.overlap_ticks && candidates_.has_value() && rescorer_ == nullptr;
   inflight_.reserve(capacity);
+  if (overlap_ && config_.decode_thread) {
+    decoding_.reserve(capacity);
+    decode_pool_ = std::make_unique<ThreadPool>(ctx_->threads().threads());
+    decode_thread_ = std::thread([this] {
+      SetThreadName("oasr-decode");
+      DecodeLoop();
+    });
+    stats_.decode_off_thread = true;
+  }
   if (pad_slot_ >= 0) {
     if (absl::Status s = CaptureGraphs(); !s.ok()) return s;
   }
@@ -279,7 +288,10 @@ void Engine::LogConfiguration() const {
                                    : std::string("inline"),
       device_front_end_ ? " (resampling; fbank and CMVN on the model's device)" : "");
   if (overlap_) {
-    spdlog::info("ticks overlap: each cohort is decoded while the next one computes");
+    spdlog::info("ticks overlap: each cohort is decoded while the next one computes{}",
+                 decode_pool_ != nullptr
+                     ? absl::StrCat(", on a decode thread (", decode_pool_->threads(), " threads)")
+                     : std::string());
   }
   if (rescorer_ != nullptr) {
     const encoder::AttentionDecoderConfig& d = rescorer_->config();
@@ -295,6 +307,14 @@ void Engine::LogConfiguration() const {
 
 Engine::~Engine() {
   Stop();
+  if (decode_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(decode_mu_);
+      decode_stop_ = true;
+    }
+    decode_cv_.notify_all();
+    decode_thread_.join();
+  }
   // Joins the workers while the command queue they report to still exists;
   // their streams were closed by Stop, so nothing they finish is used.
   frontend_pool_.reset();
@@ -470,8 +490,10 @@ void Engine::Loop() {
   all.reserve(streams_.size());
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
-  // The device may still run the last cohort: let it finish before the
-  // buffers it reads and writes go.
+  // The device may still run the last cohort, and the decode thread the one
+  // before: let them finish before the buffers they read and write go.
+  WaitDecode();
+  decoding_.clear();
   if (!inflight_.empty()) {
     (void)downloaded_[inflight_buffer_].Synchronize();
     inflight_.clear();
@@ -682,7 +704,7 @@ void Engine::MarkReady(Stream& s) {
 }
 
 bool Engine::HasReadyWork() const {
-  if (!ready_.empty() || !inflight_.empty()) return true;
+  if (!ready_.empty() || !inflight_.empty() || !decoding_.empty()) return true;
   return !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
 }
 
@@ -693,6 +715,18 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     // and a slot given back here, before any later forward reuses them).
     inflight_[static_cast<size_t>(s.inflight_row)].stream = nullptr;
     s.inflight_row = -1;
+  }
+  if (s.decoding_row >= 0) {
+    // The decode thread may be using its decoder state: let it finish; the
+    // finals it took from the state go first on the last event.
+    WaitDecode();
+    Row& row = decoding_[static_cast<size_t>(s.decoding_row)];
+    if (row.status.ok() && !row.finals.empty()) {
+      results.insert(results.begin(), std::make_move_iterator(row.finals.begin()),
+                     std::make_move_iterator(row.finals.end()));
+    }
+    row.stream = nullptr;
+    s.decoding_row = -1;
   }
   StreamEvent event;
   event.results = std::move(results);

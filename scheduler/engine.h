@@ -188,10 +188,20 @@ class Engine {
   // Decodes `rows` (rows_, or the cohort in flight from candidates' host
   // copy `buffer`) and emits their events; rows whose stream finished
   // meanwhile are skipped.
-  void DecodeCohortRows(std::vector<Row>& rows, int buffer = -1);
+  void DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& pool);
   void EmitCohort(std::vector<Row>& rows);
-  // overlap_ticks: waits for the cohort in flight, then decodes and emits it.
+  // overlap_ticks: waits for the cohort in flight, then decodes and emits it
+  // (without a decode thread), or hands it to the decode thread.
   void RetireInflight();
+  // The decode thread: the cohort in decoding_ (search and results) once
+  // StartDecode hands it over.
+  void DecodeLoop();
+  void StartDecode();
+  // Waits until the decode thread is done with decoding_ (no-op when it has
+  // nothing); then decoding_ is the scheduler thread's again.
+  void WaitDecode();
+  // Waits for decoding_ and emits its events.
+  void RetireDecoding();
   // After row `row`'s chunk was decoded: bookkeeping, then its event.
   void AfterChunk(Row& row, Clock::time_point now);
 
@@ -292,6 +302,19 @@ class Engine {
   int next_buffer_ = 0;
   GpuEvent uploaded_;
   GpuEvent downloaded_[2];
+  // decode_thread: the cohort before the one in flight, decoded from host
+  // copy decoding_buffer_ on decode_thread_ (over decode_pool_) while the
+  // scheduler thread runs the next tick. decode_busy_ (under decode_mu_) is
+  // set by StartDecode and cleared by the decode thread; decoding_ and its
+  // rows belong to the decode thread while it is set.
+  std::vector<Row> decoding_;
+  int decoding_buffer_ = 0;
+  std::unique_ptr<ThreadPool> decode_pool_;
+  std::thread decode_thread_;
+  std::mutex decode_mu_;
+  std::condition_variable decode_cv_;
+  bool decode_busy_ = false;
+  bool decode_stop_ = false;
   // Scratch views of rows_ for the batched calls that take spans.
   std::vector<int32_t> row_slots_;
   std::vector<decoder::DecoderState*> row_states_;

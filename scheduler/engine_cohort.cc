@@ -22,12 +22,16 @@ void Engine::RunCohort() {
   }
   if (!overlap_) {
     if (launched) {
-      DecodeCohortRows(rows_);
+      DecodeCohortRows(rows_, -1, ctx_->threads());
       EmitCohort(rows_);
     }
     rows_.clear();
     return;
   }
+  // With a decode thread, the cohort before the one in flight was decoded
+  // while this tick's commands, pick and launch ran: its events go out now,
+  // and its host copy of the candidates is free for this tick's.
+  if (!decoding_.empty()) RetireDecoding();
   // This tick's cohort is on the device; while it computes, the previous
   // one is decoded, and this one becomes the cohort in flight.
   if (launched) {
@@ -56,14 +60,62 @@ void Engine::RetireInflight() {
     ScopedNanos timer(stats_.device_wait_ns);
     waited = downloaded_[inflight_buffer_].Synchronize();
   }
-  for (Row& row : inflight_) {
+  for (size_t i = 0; i < inflight_.size(); ++i) {
+    Row& row = inflight_[i];
     if (row.stream == nullptr) continue;
     row.stream->inflight_row = -1;
+    if (decode_pool_ != nullptr) row.stream->decoding_row = static_cast<int>(i);
     if (!waited.ok() && row.status.ok()) row.status = waited;
   }
-  DecodeCohortRows(inflight_, inflight_buffer_);
+  if (decode_pool_ != nullptr) {
+    decoding_.swap(inflight_);  // decoding_ was retired: inflight_ is now empty.
+    decoding_buffer_ = inflight_buffer_;
+    StartDecode();
+    return;
+  }
+  DecodeCohortRows(inflight_, inflight_buffer_, ctx_->threads());
   EmitCohort(inflight_);
   inflight_.clear();
+}
+
+void Engine::StartDecode() {
+  {
+    std::lock_guard<std::mutex> lock(decode_mu_);
+    decode_busy_ = true;
+  }
+  decode_cv_.notify_all();
+}
+
+void Engine::WaitDecode() {
+  std::unique_lock<std::mutex> lock(decode_mu_);
+  if (!decode_busy_) return;
+  ScopedNanos timer(stats_.decode_wait_ns);
+  decode_cv_.wait(lock, [this] { return !decode_busy_; });
+}
+
+void Engine::RetireDecoding() {
+  WaitDecode();
+  for (Row& row : decoding_) {
+    if (row.stream != nullptr) row.stream->decoding_row = -1;
+  }
+  EmitCohort(decoding_);
+  decoding_.clear();
+}
+
+void Engine::DecodeLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(decode_mu_);
+      decode_cv_.wait(lock, [this] { return decode_stop_ || decode_busy_; });
+      if (!decode_busy_) return;  // Stopping with nothing handed over.
+    }
+    DecodeCohortRows(decoding_, decoding_buffer_, *decode_pool_);
+    {
+      std::lock_guard<std::mutex> lock(decode_mu_);
+      decode_busy_ = false;
+    }
+    decode_cv_.notify_all();
+  }
 }
 
 void Engine::PickCohort() {
@@ -74,8 +126,9 @@ void Engine::PickCohort() {
   for (Stream* sp : ready_now_) {
     Stream& s = *sp;
     s.queued = false;
-    // One chunk in flight at a time: retiring it queues the stream again.
-    if (s.inflight_row >= 0) continue;
+    // One chunk in flight (or being decoded) at a time: retiring it queues
+    // the stream again.
+    if (s.inflight_row >= 0 || s.decoding_row >= 0) continue;
     const int64_t feat_frames = ChunkFrames(s);
     if (feat_frames == 0) {
       // No chunk: drained after the end of the audio, or not ready after all
@@ -245,7 +298,7 @@ void Engine::CommitCohort() {
   for (Row& row : rows_) row.status = row.stream->context->CommitChunkPaged(row.frames);
 }
 
-void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
+void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& pool) {
   ScopedNanos timer(stats_.decode_ns);
   const size_t n = rows.size();
   row_states_.clear();
@@ -262,10 +315,11 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
   absl::Status read;
   {
     ScopedNanos search_timer(stats_.decode_search_ns);
-    read = candidates_.has_value() ? DecodeCohortPruned(*decoder_, row_states_, row_frames_,
-                                                        *candidates_, ctx_, row_status_, buffer)
-                                   : DecodeCohort(*decoder_, row_states_, row_frames_,
-                                                  log_probs_.view(), ctx_, row_status_);
+    read = candidates_.has_value()
+               ? DecodeCohortPruned(*decoder_, row_states_, row_frames_, *candidates_, ctx_,
+                                    row_status_, buffer, &pool)
+               : DecodeCohort(*decoder_, row_states_, row_frames_, log_probs_.view(), ctx_,
+                              row_status_);
   }
   if (rescorer_ != nullptr && read.ok()) {
     // Each rescoring row's encoder output joins its segment (the decode's
@@ -296,7 +350,7 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer) {
       row.partial = decoder_->PartialResult(state);
     }
   };
-  ForEachPart(ctx_->threads(), n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {
+  ForEachPart(pool, n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) results(b);
   });
   // Attention rescoring (its decoder and the segment memory are shared)

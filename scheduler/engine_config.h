@@ -81,6 +81,12 @@ struct EngineConfig {
   // a stream has at most one chunk in flight. Off: each tick waits for its
   // own forward and decodes it.
   bool overlap_ticks = true;
+  // With overlap_ticks: the decode (search and results) runs on a thread of
+  // its own with its own pool of the model's cpu_threads, so the scheduler
+  // thread commands, picks and launches the next cohort meanwhile; a
+  // cohort's events go out one tick later. Off: the scheduler thread decodes
+  // (over the model's host threads) and waits.
+  bool decode_thread = true;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;
@@ -92,9 +98,9 @@ absl::StatusOr<EngineConfig::FrontEnd> ParseFrontEnd(std::string_view name);
 
 // What one stream asks for.
 struct StreamRequest {
-  int sample_rate = 16000;       // Input rate in Hz, [8000, 48000].
-  bool interim_results = true;   // Emit partial results after each chunk.
-  decoder::StreamOptions decode; // n-best, single utterance, endpointing, phrases.
+  int sample_rate = 16000;        // Input rate in Hz, [8000, 48000].
+  bool interim_results = true;    // Emit partial results after each chunk.
+  decoder::StreamOptions decode;  // n-best, single utterance, endpointing, phrases.
   // Rescore this stream's finals when the engine rescores (EngineConfig).
   bool attention_rescoring = true;
 };

@@ -67,6 +67,7 @@ struct Engine::Stream {
   size_t active_index = 0;      // Position in active_ while admitted.
   size_t ready_index = 0;       // Position in ready_ while queued.
   int inflight_row = -1;        // Its row in the cohort in flight (overlap_ticks), or -1.
+  int decoding_row = -1;        // Its row in the cohort being decoded (decode_thread), or -1.
   int64_t chunks_done = 0;
   int64_t offset = 0;  // Encoder frames decoded.
   // The stream's decoder state, taken from the engine's pool at admission
@@ -89,8 +90,8 @@ struct Engine::Stream {
 struct Engine::Row {
   Stream* stream = nullptr;  // Null once its stream finished while the row was in flight.
   int64_t feat_frames = 0;   // Feature frames of the chunk's window.
-  int32_t frames = 0;       // Encoder frames it produces.
-  absl::Status status;      // The commit's, then the decode's outcome.
+  int32_t frames = 0;        // Encoder frames it produces.
+  absl::Status status;       // The commit's, then the decode's outcome.
   std::vector<decoder::DecodeResult> finals;
   decoder::StreamStatus decoder_status;
   std::optional<decoder::DecodeResult> partial;  // With interim results.

@@ -85,6 +85,11 @@ struct EngineStats {
   // Within decode_ns: the cohort's batched search alone (the rest of it is
   // reading each row's results).
   std::atomic<int64_t> decode_search_ns{0};
+  // With a decode thread (EngineConfig::decode_thread), decode_ns is that
+  // thread's time, outside tick_ns, and decode_wait_ns the scheduler
+  // thread's waits for it (inside tick_ns).
+  std::atomic<bool> decode_off_thread{false};
+  std::atomic<int64_t> decode_wait_ns{0};
 
   Histogram chunk_latency_s;  // Audio that completed a chunk arrived -> its result out.
   Histogram queue_time_s;     // OpenStream -> admitted.

@@ -32,6 +32,7 @@
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
 #include "scheduler/model_factory.h"
+#include "scheduler/search_flags.h"
 #include "scheduler/wav_file.h"
 
 namespace oasr::scheduler {
@@ -108,6 +109,7 @@ int Main(int argc, char** argv) {
   std::string model_dir, npy_dir, log_level = "warn";
   std::vector<std::string> files;
   int left = -2, beam = 10, threads = 1, max_batch = 16;
+  float blank_skip = 0.0f, token_beam = 0.0f;
   bool greedy = false, no_lm = false, no_rescoring = false, no_graphs = false;
   float lm_weight = -1.0f;  // Negative: lm.json's.
   std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
@@ -122,6 +124,7 @@ int Main(int argc, char** argv) {
                  "Chunks of attention history kept (-1 all; default: the model's)");
   app.add_flag("--greedy", greedy, "Greedy CTC search instead of prefix beam search");
   app.add_option("--beam", beam, "Prefix beam size")->check(CLI::Range(1, 1024));
+  AddBeamPruningFlags(app, &blank_skip, &token_beam);
   app.add_flag("--no-lm", no_lm, "Beam search without the model directory's language models");
   app.add_flag("--no-rescoring", no_rescoring,
                "Keep the CTC order (no attention rescoring with the model's decoder.json)");
@@ -167,6 +170,8 @@ int Main(int argc, char** argv) {
       greedy ? decoder::SearchMethod::kGreedy : decoder::SearchMethod::kPrefixBeam;
   options.decoder.search.beam_size = beam;
   options.decoder.search.first_beam_size = beam;
+  options.decoder.search.blank_skip_threshold = blank_skip;
+  options.decoder.search.token_beam = token_beam;
   options.decoder.stream.nbest = 1;
   options.use_lm = !no_lm;
   options.lm_weight = lm_weight;
@@ -182,7 +187,7 @@ int Main(int argc, char** argv) {
   config.attention_rescoring = !no_rescoring;
   config.cuda_graphs = !no_graphs;
   config.front_end = *ParseFrontEnd(front_end);  // Checked by the flag.
-  config.max_buffered_audio_s = 86400.0;  // Whole files are queued at once.
+  config.max_buffered_audio_s = 86400.0;         // Whole files are queued at once.
   absl::StatusOr<std::unique_ptr<Engine>> engine = LoadEngine(options, config);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

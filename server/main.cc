@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "common/logging.h"
 #include "common/version.h"
+#include "scheduler/search_flags.h"
 #include "server/env_flags.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
   app.add_option("--beam-size", options.beam_size, "Prefixes the beam search keeps per frame")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  oasr::scheduler::AddBeamPruningFlags(app, &options.blank_skip, &options.token_beam);
   app.add_flag("!--no-lm", options.use_lm,
                "Decode without the model directory's language models (lm.json: unit and word)");
   app.add_option("--lm-weight", options.lm_weight,
@@ -131,6 +133,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-overlap-ticks", options.overlap_ticks,
                "On CUDA, let each tick wait for its own forward instead of decoding the previous "
                "cohort while the next one computes");
+  app.add_flag("!--no-decode-thread", options.decode_thread,
+               "On CUDA with overlapping ticks, decode on the scheduler thread instead of a "
+               "decode thread of its own");
   app.add_option("--front-end", options.front_end,
                  "Where fbank and CMVN run: auto (on the GPU when serving on one), host (the "
                  "front-end threads) or device (the model's device, in the batched forward)")

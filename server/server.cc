@@ -212,6 +212,8 @@ absl::Status Server::LoadModel() {
                                            : decoder::SearchMethod::kPrefixBeam;
   model_options.model.decoder.search.beam_size = options_.beam_size;
   model_options.model.decoder.search.first_beam_size = options_.beam_size;
+  model_options.model.decoder.search.blank_skip_threshold = options_.blank_skip;
+  model_options.model.decoder.search.token_beam = options_.token_beam;
   model_options.model.lm_weight = static_cast<float>(options_.lm_weight);
   model_options.name = options_.model_name;
   model_options.language_code = options_.language_code;
@@ -223,6 +225,7 @@ absl::Status Server::LoadModel() {
   model_options.engine.rescoring_max_segment_s = options_.rescoring_max_segment_seconds;
   model_options.engine.cuda_graphs = options_.cuda_graphs;
   model_options.engine.overlap_ticks = options_.overlap_ticks;
+  model_options.engine.decode_thread = options_.decode_thread;
   absl::StatusOr<scheduler::EngineConfig::FrontEnd> front_end =
       scheduler::ParseFrontEnd(options_.front_end);
   if (!front_end.ok()) return front_end.status();

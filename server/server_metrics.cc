@@ -93,12 +93,14 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
   Sample(out, "oasr_engine_ticks_total", e.ticks.load());
   Header(out, "oasr_engine_seconds_total", "counter",
          "Scheduler thread time by part: tick (all of it), and within it frontend (staging), "
-         "model (enqueueing the forward), decode, device_wait, commands, emit; frontend_workers "
-         "is the front-end workers' summed time.");
+         "model (enqueueing the forward), decode (outside tick on a decode thread, then "
+         "decode_wait is the scheduler's wait for it), device_wait, commands, emit; "
+         "frontend_workers is the front-end workers' summed time.");
   const std::pair<const char*, int64_t> parts[] = {{"tick", e.tick_ns.load()},
                                                    {"frontend", e.frontend_ns.load()},
                                                    {"model", e.model_ns.load()},
                                                    {"decode", e.decode_ns.load()},
+                                                   {"decode_wait", e.decode_wait_ns.load()},
                                                    {"device_wait", e.device_wait_ns.load()},
                                                    {"commands", e.commands_ns.load()},
                                                    {"emit", e.emit_ns.load()},

@@ -62,6 +62,13 @@ struct ServerOptions {
   std::string search = "beam";
   // Prefixes the beam search keeps after each frame (and tokens it expands).
   int beam_size = 10;
+  // The beam search's pruning (decoder::PrefixBeamSearchOptions; 0: off,
+  // the exact search): frames whose P(blank) reaches blank_skip only take
+  // the blank; tokens more than token_beam nats below a frame's best are
+  // not expanded. --blank-skip 0.999 --token-beam 8 cuts the search's cost
+  // per frame ~6x for the bundled model (docs/decoder.md).
+  float blank_skip = 0.0f;
+  float token_beam = 0.0f;
   // Decode with the model directory's language models (lm.json: unit and word)
   // when it has them; false: the acoustic model alone.
   bool use_lm = true;
@@ -82,6 +89,8 @@ struct ServerOptions {
   // On CUDA, decode each cohort while the next one computes
   // (scheduler::EngineConfig::overlap_ticks).
   bool overlap_ticks = true;
+  // A decode thread beside the scheduler thread (scheduler::EngineConfig::decode_thread).
+  bool decode_thread = true;
   // Threads that run the streams' front ends (resampling, fbank) off the
   // scheduler thread; 0 runs them on it. Default: half the hardware
   // threads, at most 4, at least 1.

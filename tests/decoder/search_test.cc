@@ -1,6 +1,7 @@
 // Greedy and prefix beam search on hand-built inputs with known answers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -214,6 +215,52 @@ TEST(PrefixBeamSearchTest, BlankSkippingKeepsTheAnswerOnPeakyInput) {
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.token_frames, b.token_frames);
   EXPECT_NEAR(a.ctc_score, b.ctc_score, 1e-2);
+}
+
+TEST(PrefixBeamSearchTest, TokenBeamEqualsRemovingTheTokensBelowIt) {
+  // Expanding only a frame's tokens within token_beam of its best is the
+  // search over rows whose other tokens have probability 0: the same n-best
+  // with the same scores. Random rows, so the beam cuts differently per frame.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> noise(0.0f, 3.0f);
+  const int frames = 120, vocab = 24;
+  std::vector<float> lp(frames * vocab);
+  for (int t = 0; t < frames; ++t) {
+    float* row = lp.data() + t * vocab;
+    double sum = 0;
+    for (int i = 0; i < vocab; ++i) sum += std::exp(row[i] = noise(rng));
+    for (int i = 0; i < vocab; ++i) row[i] -= static_cast<float>(std::log(sum));
+  }
+  for (const float beam : {1.0f, 2.5f, 6.0f}) {
+    std::vector<float> cut = lp;
+    for (int t = 0; t < frames; ++t) {
+      float* row = cut.data() + t * vocab;
+      const float best = *std::max_element(row, row + vocab);
+      for (int i = 0; i < vocab; ++i) {
+        if (row[i] < best - beam) row[i] = kLogZero;
+      }
+    }
+    PrefixBeamSearchOptions options;
+    options.first_beam_size = 8;
+    options.beam_size = 6;
+    PrefixBeamSearch exact(options);
+    options.token_beam = beam;
+    PrefixBeamSearch pruned(options);
+    exact.Search(cut.data(), frames, vocab);
+    pruned.Search(lp.data(), frames, vocab);
+    ASSERT_EQ(exact.NumHypotheses(), pruned.NumHypotheses()) << "beam " << beam;
+    for (int r = 0; r < exact.NumHypotheses(); ++r) {
+      Hypothesis a, b;
+      exact.GetHypothesis(r, &a);
+      pruned.GetHypothesis(r, &b);
+      EXPECT_EQ(a.tokens, b.tokens) << "beam " << beam << ", rank " << r;
+      EXPECT_EQ(a.token_frames, b.token_frames) << "beam " << beam << ", rank " << r;
+      EXPECT_FLOAT_EQ(a.score, b.score) << "beam " << beam << ", rank " << r;
+    }
+  }
+  PrefixBeamSearchOptions bad;
+  bad.token_beam = -1.0f;
+  EXPECT_EQ(bad.Validate().message(), "token_beam = -1 is outside [0, 100] (0 turns it off)");
 }
 
 TEST(PrefixBeamSearchTest, ArenasStayBoundedOnLongSilence) {
