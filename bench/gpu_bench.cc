@@ -432,7 +432,10 @@ int Main(int argc, char** argv) {
   bool no_overlap = false;
   app.add_flag("--no-overlap", no_overlap,
                "Each tick waits for its own forward (no two in flight)");
-  bool no_decode_thread = false;
+  bool no_decode_thread = false, no_pcm_rings = false;
+  app.add_flag("--no-pcm-rings", no_pcm_rings,
+               "Stage every row's PCM window on the scheduler thread instead of reading the "
+               "streams' rings");
   app.add_flag("--no-decode-thread", no_decode_thread,
                "The scheduler thread decodes (over the host threads) instead of a decode thread");
   app.add_option("--front-end", front_end, "Where fbank runs: auto, host or device")
@@ -469,6 +472,7 @@ int Main(int argc, char** argv) {
   settings.engine.cuda_graphs = !no_graphs;
   settings.engine.overlap_ticks = !no_overlap;
   settings.engine.decode_thread = !no_decode_thread;
+  settings.engine.pcm_rings = !no_pcm_rings;
   settings.engine.front_end = *ParseFrontEnd(front_end);  // Checked by the flag.
   settings.engine.pruned_decode = !dense;
   settings.engine.attention_rescoring = false;
@@ -489,16 +493,17 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
-      "graphs %s, %s decode, ticks %s, %d drivers; %.0f s of sample audio "
+      "graphs %s, %s decode%s, ticks %s, PCM %s, %d drivers; %.0f s of sample audio "
       "cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s after %.0f s; goal p99 <= "
       "%.3f s\n",
       model_dir.c_str(), settings.model.device.ToString().c_str(), search.c_str(),
       search == "beam" ? (no_lm ? " (no LM)" : " (LMs on)") : "", front_end.c_str(),
       frontend_threads, decode_threads,
       settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned",
+      no_decode_thread ? " on the scheduler thread" : "",
       !settings.model.device.is_cuda() || no_overlap ? "one at a time" : "overlapped",
-      settings.drivers, audio.size() / double{kRate}, settings.seconds / 2, settings.seconds,
-      settings.run, settings.warm, settings.p99);
+      no_pcm_rings ? "staged" : "in rings", settings.drivers, audio.size() / double{kRate},
+      settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
   std::fflush(stdout);
   int held = 0;
   for (absl::string_view part : absl::StrSplit(streams_list, ',')) {

@@ -67,10 +67,11 @@ absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p) {
       p.out == nullptr || p.rows < 0 || p.max_frames < 1 || p.bins < 1 || p.bins > 128 ||
       (p.mean == nullptr) != (p.istd == nullptr) ||
       p.pcm_stride < int64_t{p.max_frames - 1} * kLogMelFrameShift + kLogMelFrameLength) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "log_mel: ", p.rows, " rows of ", p.max_frames, " frames, stride ", p.pcm_stride, ", ",
-        p.bins, " bins (every table, bins in [1, 128], stride >= (frames - 1) x 160 + 400, "
-        "mean and istd together)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("log_mel: ", p.rows, " rows of ", p.max_frames, " frames, stride ",
+                     p.pcm_stride, ", ", p.bins,
+                     " bins (every table, bins in [1, 128], stride >= (frames - 1) x 160 + 400, "
+                     "mean and istd together)"));
   }
   if (!ctx.is_cuda()) {
     LogMelCpu(p, &ctx.threads());
@@ -78,6 +79,37 @@ absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p) {
   }
 #if OASR_WITH_CUDA
   LaunchLogMel(p, ctx.stream());
+#endif
+  return absl::OkStatus();
+}
+
+absl::Status GatherPcm(ExecutionContext& ctx, const GatherPcmParams& p) {
+  if (p.rows == 0) return absl::OkStatus();
+  if (p.ring == nullptr || p.slots == nullptr || p.starts == nullptr || p.feat_frames == nullptr ||
+      p.out == nullptr || p.rows < 0 || p.width < 4 || p.width % 4 != 0 || p.window_rows < 1 ||
+      p.ring_rows < p.window_rows || p.out_stride < int64_t{p.window_rows} * p.width ||
+      p.out_stride % 4 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather_pcm: ", p.rows, " rows of ", p.window_rows, " x ", p.width,
+        " samples from rings of ", p.ring_rows, " rows into a stride of ", p.out_stride,
+        " (every pointer, width a multiple of 4, window <= ring, stride >= window x width "
+        "and a multiple of 4)"));
+  }
+  if (!ctx.is_cuda()) {
+    const int64_t row_floats = int64_t{p.window_rows} * p.width;
+    for (int r = 0; r < p.rows; ++r) {
+      if (p.feat_frames[r] == 0) continue;
+      const float* lane = p.ring + int64_t{p.slots[r]} * p.ring_rows * p.width;
+      float* out = p.out + r * p.out_stride;
+      // At most two pieces: up to the ring's end, then from its start.
+      const int64_t first = std::min<int64_t>(p.window_rows, p.ring_rows - p.starts[r]);
+      std::copy_n(lane + int64_t{p.starts[r]} * p.width, first * p.width, out);
+      std::copy_n(lane, row_floats - first * p.width, out + first * p.width);
+    }
+    return absl::OkStatus();
+  }
+#if OASR_WITH_CUDA
+  LaunchGatherPcm(p, ctx.stream());
 #endif
   return absl::OkStatus();
 }

@@ -23,32 +23,58 @@ namespace oasr::kernels {
 
 inline constexpr int kLogMelFrameLength = 400;
 inline constexpr int kLogMelFrameShift = 160;
-inline constexpr int kLogMelFftBins = 257;  // 512-point power spectrum.
+inline constexpr int kLogMelFftBins = 257;                          // 512-point power spectrum.
 inline constexpr int kLogMelWindowFloats = 2 * kLogMelFrameLength;  // LogMelParams::window
 
 struct LogMelParams {
-  const float* pcm = nullptr;  // [rows, pcm_stride] samples in int16 range.
-  int64_t pcm_stride = 0;      // >= (max_frames - 1) * 160 + 400.
+  const float* pcm = nullptr;       // [rows, pcm_stride] samples in int16 range.
+  int64_t pcm_stride = 0;           // >= (max_frames - 1) * 160 + 400.
   const int32_t* frames = nullptr;  // [rows] frames to compute, in [0, max_frames].
   int rows = 0;
   int max_frames = 0;
-  int bins = 80;                   // Mel bins, in [1, 128].
-  const float* window = nullptr;   // [2, 400]: high parts, then low parts
-  const float* mel = nullptr;      // [bins, 257] weights (dense)
-  const float* mean = nullptr;     // [bins] or null (no CMVN)
-  const float* istd = nullptr;     // [bins] or null
-  float* out = nullptr;            // [rows, max_frames, bins]
+  int bins = 80;                  // Mel bins, in [1, 128].
+  const float* window = nullptr;  // [2, 400]: high parts, then low parts
+  const float* mel = nullptr;     // [bins, 257] weights (dense)
+  const float* mean = nullptr;    // [bins] or null (no CMVN)
+  const float* istd = nullptr;    // [bins] or null
+  float* out = nullptr;           // [rows, max_frames, bins]
 };
 
 // On ctx's device (asynchronous on CUDA; every pointer there). INVALID_ARGUMENT
 // for null pointers, a short stride or bins outside [1, 128].
 absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p);
 
+// The PCM windows of a cohort gathered from every stream's ring of samples
+// (the GPU front end's input without a host staging copy): lane slots[r] of
+// `ring` holds ring_rows rows of `width` samples, row i of a stream's audio
+// at ring row i % ring_rows, and row r's window is the window_rows rows from
+// ring row starts[r] on (wrapping), written to out[r, 0 : window_rows x
+// width]. Rows with feat_frames[r] == 0 (padding) are not written. On CUDA
+// the ring is page-locked host memory the kernel reads directly (mapped).
+struct GatherPcmParams {
+  const float* ring = nullptr;  // [lanes, ring_rows, width]
+  int64_t ring_rows = 0;
+  int width = 0;                         // Samples a row; a multiple of 4.
+  const int32_t* slots = nullptr;        // [rows] lanes
+  const int32_t* starts = nullptr;       // [rows] in [0, ring_rows)
+  const int32_t* feat_frames = nullptr;  // [rows]
+  int rows = 0;
+  int window_rows = 0;     // <= ring_rows
+  float* out = nullptr;    // [rows, out_stride]
+  int64_t out_stride = 0;  // >= window_rows x width
+};
+
+// On ctx's device (asynchronous on CUDA; out and the int arrays there, the
+// ring readable by it). INVALID_ARGUMENT for null pointers or sizes that do
+// not fit.
+absl::Status GatherPcm(ExecutionContext& ctx, const GatherPcmParams& p);
+
 // The CPU implementation (a 512-point FFT in double; rows over `pool` when
 // given).
 void LogMelCpu(const LogMelParams& p, ThreadPool* pool = nullptr);
 #if OASR_WITH_CUDA
 void LaunchLogMel(const LogMelParams& p, GpuStream stream);
+void LaunchGatherPcm(const GatherPcmParams& p, GpuStream stream);
 #endif
 
 }  // namespace oasr::kernels

@@ -6,39 +6,45 @@ namespace oasr::scheduler {
 
 absl::StatusOr<std::unique_ptr<CohortStaging>> CohortStaging::Create(int capacity,
                                                                      int64_t window_frames,
-                                                                     int feature_dim,
-                                                                     Device device,
-                                                                     int64_t pcm_stride) {
+                                                                     int feature_dim, Device device,
+                                                                     int64_t pcm_stride,
+                                                                     bool pcm_ring) {
   const int64_t feature_floats = window_frames * feature_dim;
-  const int64_t row_floats = pcm_stride > 0 ? pcm_stride : feature_floats;
+  const bool ring = pcm_ring && pcm_stride > 0;
+  const int64_t row_floats = ring ? 0 : pcm_stride > 0 ? pcm_stride : feature_floats;
   const int64_t words = kArrays * int64_t{capacity} + int64_t{capacity} * row_floats;
   static_assert(sizeof(float) == sizeof(int32_t));
   OASR_ASSIGN_OR_RETURN(Tensor host, device.is_cuda() ? Tensor::EmptyPinned({words}, DType::kInt32)
                                                       : Tensor::Empty({words}, DType::kInt32));
   ZeroTensor(host.view());
-  Tensor dev, feats;
+  Tensor dev, feats, pcm;
   if (device.is_cuda()) {
     OASR_ASSIGN_OR_RETURN(dev, Tensor::Zeros({words}, DType::kInt32, device));
   }
   if (pcm_stride > 0) {
-    OASR_ASSIGN_OR_RETURN(feats, Tensor::Zeros({int64_t{capacity} * feature_floats},
-                                               DType::kFloat32, device));
+    OASR_ASSIGN_OR_RETURN(
+        feats, Tensor::Zeros({int64_t{capacity} * feature_floats}, DType::kFloat32, device));
   }
-  return std::unique_ptr<CohortStaging>(new CohortStaging(capacity, window_frames, feature_dim,
-                                                          pcm_stride, std::move(host),
-                                                          std::move(dev), std::move(feats)));
+  if (ring) {
+    OASR_ASSIGN_OR_RETURN(pcm, Tensor::Zeros({capacity, pcm_stride}, DType::kFloat32, device));
+  }
+  return std::unique_ptr<CohortStaging>(
+      new CohortStaging(capacity, window_frames, feature_dim, pcm_stride, row_floats,
+                        std::move(host), std::move(dev), std::move(feats), std::move(pcm)));
 }
 
 CohortStaging::CohortStaging(int capacity, int64_t window_frames, int feature_dim,
-                             int64_t pcm_stride, Tensor host, Tensor device, Tensor feats)
+                             int64_t pcm_stride, int64_t row_floats, Tensor host, Tensor device,
+                             Tensor feats, Tensor pcm)
     : capacity_(capacity),
       window_frames_(window_frames),
       feature_dim_(feature_dim),
       pcm_stride_(pcm_stride),
-      row_floats_(pcm_stride > 0 ? pcm_stride : window_frames * feature_dim),
+      row_floats_(row_floats),
       host_(std::move(host)),
       device_(std::move(device)),
-      feats_(std::move(feats)) {}
+      feats_(std::move(feats)),
+      pcm_(std::move(pcm)) {}
 
 absl::Status CohortStaging::Upload(int batch, GpuStream stream) {
   if (device_.empty()) return absl::OkStatus();
@@ -65,6 +71,9 @@ TensorView CohortStaging::device_feats(int batch) const {
 
 TensorView CohortStaging::device_pcm(int batch) const {
   if (!has_pcm()) return TensorView();
+  if (pcm_ring()) {
+    return TensorView(pcm_.data(), DType::kFloat32, Shape{batch, pcm_stride_}, pcm_.device());
+  }
   return DeviceWindows(Shape{batch, pcm_stride_});
 }
 
@@ -81,7 +90,8 @@ std::vector<int> GraphLadder(int capacity) {
 
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
                           const cache::BlockPool& pool, const cache::BlockTableMirror& tables,
-                          std::span<const TensorView> states) {
+                          std::span<const TensorView> states, const TensorView& pcm_ring,
+                          int64_t ring_rows) {
   CohortPlan plan;
   plan.batch = batch;
   plan.chunk = chunk;
@@ -95,6 +105,11 @@ CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
   if (staging.has_pcm()) {
     plan.pcm = staging.device_pcm(batch);
     plan.feat_frames = staging.device_feat_frames(batch);
+    if (staging.pcm_ring()) {
+      plan.pcm_ring = pcm_ring;
+      plan.pcm_ring_starts = staging.device_ring_starts(batch);
+      plan.pcm_ring_rows = ring_rows;
+    }
   }
   plan.k_pool = pool.k_pool();
   plan.v_pool = pool.v_pool();

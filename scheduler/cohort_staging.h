@@ -6,10 +6,14 @@
 //
 // A row's window is its features, or with a device front end (pcm_stride
 // > 0) its 16 kHz PCM, whose features the forward writes into a device-only
-// feature buffer. Layout, one int32/float32 buffer: [slots: capacity]
-// [frames: capacity][offsets: capacity][feat_frames: capacity][windows:
-// capacity x row_floats], so one copy of a prefix moves the arrays and the
-// first `batch` rows' windows.
+// feature buffer. With the PCM in rings (pcm_ring: every stream's samples in
+// page-locked memory the device reads, scheduler::Engine) no window is
+// staged: a row names where its window starts in its ring, and the forward
+// gathers the windows into a device-only PCM buffer. Layout, one
+// int32/float32 buffer: [slots: capacity][frames: capacity][offsets:
+// capacity][feat_frames: capacity][ring starts: capacity][windows: capacity
+// x row_floats, none with rings], so one copy of a prefix moves the arrays
+// and the first `batch` rows' windows.
 //
 // The host side may be refilled only after the previous tick's copy has run
 // (the engine waits for every tick's log-probs, which follow the copy on the
@@ -35,19 +39,24 @@ class CohortStaging {
  public:
   // Room for `capacity` rows of `window_frames` x `feature_dim` features,
   // or with pcm_stride > 0, of pcm_stride PCM samples each (and the feature
-  // buffer the device front end fills). RESOURCE_EXHAUSTED when memory
-  // cannot be had.
+  // buffer the device front end fills); with pcm_ring, no staged windows
+  // but a device buffer of capacity x pcm_stride samples for the gathered
+  // ones. RESOURCE_EXHAUSTED when memory cannot be had.
   static absl::StatusOr<std::unique_ptr<CohortStaging>> Create(int capacity, int64_t window_frames,
                                                                int feature_dim, Device device,
-                                                               int64_t pcm_stride = 0);
+                                                               int64_t pcm_stride = 0,
+                                                               bool pcm_ring = false);
 
   int capacity() const { return capacity_; }
   bool has_pcm() const { return pcm_stride_ > 0; }
+  bool pcm_ring() const { return !pcm_.empty(); }
   // Host arrays to fill, row-indexed.
   int32_t* slots() const { return host_ints(); }
   int32_t* frames() const { return host_ints() + capacity_; }
   int32_t* offsets() const { return host_ints() + 2 * capacity_; }
   int32_t* feat_frames() const { return host_ints() + 3 * capacity_; }
+  // With pcm_ring: the ring row each row's window starts at.
+  int32_t* ring_starts() const { return host_ints() + 4 * capacity_; }
   // Row `row`'s window: [window_frames, feature_dim] features (without PCM)
   // or pcm_stride samples (with).
   float* feats(int row) const { return window(row); }
@@ -64,13 +73,14 @@ class CohortStaging {
   TensorView device_frames(int batch) const { return DeviceInts(capacity_, batch); }
   TensorView device_offsets(int batch) const { return DeviceInts(2 * capacity_, batch); }
   TensorView device_feat_frames(int batch) const { return DeviceInts(3 * capacity_, batch); }
+  TensorView device_ring_starts(int batch) const { return DeviceInts(4 * capacity_, batch); }
   TensorView device_feats(int batch) const;
   TensorView device_pcm(int batch) const;
 
  private:
-  static constexpr int kArrays = 4;
+  static constexpr int kArrays = 5;
   CohortStaging(int capacity, int64_t window_frames, int feature_dim, int64_t pcm_stride,
-                Tensor host, Tensor device, Tensor feats);
+                int64_t row_floats, Tensor host, Tensor device, Tensor feats, Tensor pcm);
   int32_t* host_ints() const { return static_cast<int32_t*>(host_.data()); }
   float* window(int row) const {
     return reinterpret_cast<float*>(host_ints() + kArrays * capacity_) + row * row_floats_;
@@ -83,10 +93,11 @@ class CohortStaging {
   const int64_t window_frames_;
   const int feature_dim_;
   const int64_t pcm_stride_;
-  const int64_t row_floats_;  // A staged window: features, or PCM.
+  const int64_t row_floats_;  // A staged window: features, or PCM (0 with rings).
   Tensor host_;
   Tensor device_;  // Empty on the CPU.
   Tensor feats_;   // With PCM: what the device front end writes.
+  Tensor pcm_;     // With rings: the gathered windows (device-only).
 };
 
 // The cohort widths CUDA graphs are captured for, ascending, from 1 to
@@ -101,8 +112,11 @@ std::vector<int> GraphLadder(int capacity);
 // Every view points at a fixed address, so plans of the same batch made at
 // different ticks are identical (what a captured CUDA graph relies on).
 // Non-owning: valid while the staging, pool, mirror and states live.
+// With the staging's pcm_ring, `pcm_ring` (float32 [lanes, ring_rows x 80])
+// is where the forward gathers the windows from.
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
                           const cache::BlockPool& pool, const cache::BlockTableMirror& tables,
-                          std::span<const TensorView> states);
+                          std::span<const TensorView> states, const TensorView& pcm_ring = {},
+                          int64_t ring_rows = 0);
 
 }  // namespace oasr::scheduler

@@ -128,6 +128,32 @@ absl::Status ConformerStreamingModel::ComputeFeatures(const CohortPlan& plan) {
                      "; the device front end needs float32 [", plan.batch, ", >= ", stride,
                      "] and int32 [", plan.batch, "] on ", device.ToString()));
   }
+  if (!plan.pcm_ring.empty()) {
+    const int64_t width = encoder::PcmSource::kLayout.width;
+    const int64_t window_rows = encoder::PcmSource::kLayout.WindowRows(window);
+    if (plan.pcm_ring.dtype() != DType::kFloat32 || plan.pcm_ring.rank() != 2 ||
+        plan.pcm_ring_rows < window_rows || plan.pcm_ring.dim(1) != plan.pcm_ring_rows * width ||
+        plan.pcm_ring_starts.dtype() != DType::kInt32 ||
+        plan.pcm_ring_starts.numel() < plan.batch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cohort plan: pcm ring ", plan.pcm_ring.shape().ToString(), " of ", plan.pcm_ring_rows,
+          " rows and starts ", plan.pcm_ring_starts.shape().ToString(),
+          "; the gather needs float32 [lanes, rows x ", width, "], rows >= ", window_rows,
+          ", and int32 [", plan.batch, "]"));
+    }
+    kernels::GatherPcmParams g;
+    g.ring = static_cast<const float*>(plan.pcm_ring.data());
+    g.ring_rows = plan.pcm_ring_rows;
+    g.width = static_cast<int>(width);
+    g.slots = static_cast<const int32_t*>(plan.slots.data());
+    g.starts = static_cast<const int32_t*>(plan.pcm_ring_starts.data());
+    g.feat_frames = static_cast<const int32_t*>(plan.feat_frames.data());
+    g.rows = plan.batch;
+    g.window_rows = static_cast<int>(window_rows);
+    g.out = static_cast<float*>(plan.pcm.data());
+    g.out_stride = plan.pcm.dim(1);
+    OASR_RETURN_IF_ERROR(kernels::GatherPcm(*ctx_, g));
+  }
   const float* tables = front_end_tables_.data<float>();
   kernels::LogMelParams p;
   p.pcm = static_cast<const float*>(plan.pcm.data());

@@ -145,8 +145,22 @@ absl::Status Engine::Init() {
       (config_.front_end == FrontEnd::kAuto && ctx_->is_cuda() && model_->has_device_front_end());
   const int64_t pcm_stride =
       device_front_end_ ? encoder::PcmSource::WindowSamples(window_frames_) : 0;
-  absl::StatusOr<std::unique_ptr<CohortStaging>> staging =
-      CohortStaging::Create(capacity, window_frames_, g.feature_dim, ctx_->device(), pcm_stride);
+  pcm_ring_ = device_front_end_ && config_.frontend_threads > 0 && config_.pcm_rings;
+  if (pcm_ring_) {
+    // A lane holds the chunk in flight's window and the next chunk's: a
+    // stream's front end can always complete its next chunk meanwhile. One
+    // lane more than slots, for the padding lane's slot (never read).
+    constexpr encoder::RowLayout kRows = encoder::PcmSource::kLayout;
+    ring_rows_ = kRows.WindowRows(window_frames_) + kRows.FirstRow(stride_frames_);
+    const Shape shape{int64_t{capacity} + 1, ring_rows_ * kRows.width};
+    absl::StatusOr<Tensor> rings = ctx_->is_cuda() ? Tensor::EmptyPinned(shape, DType::kFloat32)
+                                                   : Tensor::Empty(shape, DType::kFloat32);
+    if (!rings.ok()) return rings.status();
+    pcm_rings_ = std::move(*rings);
+    ZeroTensor(pcm_rings_.view());
+  }
+  absl::StatusOr<std::unique_ptr<CohortStaging>> staging = CohortStaging::Create(
+      capacity, window_frames_, g.feature_dim, ctx_->device(), pcm_stride, pcm_ring_);
   if (!staging.ok()) return staging.status();
   staging_ = std::move(*staging);
   absl::StatusOr<Tensor> log_probs =
@@ -287,6 +301,11 @@ void Engine::LogConfiguration() const {
       config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")
                                    : std::string("inline"),
       device_front_end_ ? " (resampling; fbank and CMVN on the model's device)" : "");
+  if (pcm_ring_) {
+    spdlog::info("PCM rings: {} rows of 5 ms a slot, {:.1f} MiB {}", ring_rows_,
+                 pcm_rings_.nbytes() / 1048576.0,
+                 ctx_->is_cuda() ? "page-locked, read by the device" : "on the host");
+  }
   if (overlap_) {
     spdlog::info("ticks overlap: each cohort is decoded while the next one computes{}",
                  decode_pool_ != nullptr
@@ -366,8 +385,8 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
     id = next_id_++;
     command.stream_id = id;
     if (pipeline.ok() && *pipeline != nullptr) {
-      shared->frontend =
-          std::make_shared<StreamFrontEnd>(std::move(*pipeline), frontend_pool_.get(), id);
+      shared->frontend = std::make_shared<StreamFrontEnd>(std::move(*pipeline),
+                                                          frontend_pool_.get(), id, pcm_ring_);
     }
     commands_.push_back(std::move(command));
   }
@@ -553,8 +572,8 @@ void Engine::Handle(Command& command) {
         Finish(ref, FinishReason::kError, frontend.status());
         return;
       }
-      ref.frontend =
-          std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(), ref.id);
+      ref.frontend = std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(),
+                                                      ref.id, pcm_ring_);
     }
     waiting_.push_back(&ref);
     return;
@@ -648,6 +667,10 @@ void Engine::Admit() {
     }
     waiting_.pop_front();
     s.context.emplace(std::move(*context));
+    if (pcm_ring_) {
+      s.frontend->BindRing(pcm_rings_.data<float>() + s.context->slot() * pcm_rings_.dim(1),
+                           ring_rows_);
+    }
     if (s.rescoring) segment_memory_->Reset(s.context->slot());
     s.decoder_state = decoder_states_->Acquire();
     const absl::Status configured = decoder_->ConfigureStream(*s.decoder_state, *s.decode);

@@ -194,6 +194,22 @@ void Engine::StageCohort() {
       spdlog::error("staging: {}", s.ToString());
   }
   ScopedNanos timer(stats_.frontend_ns);
+  const size_t n = rows_.size();
+  stats_.batch_size.Observe(static_cast<double>(n));
+  if (pcm_ring_) {
+    // The windows are in the streams' rings already: a row only says where.
+    for (size_t b = 0; b < n; ++b) {
+      const Row& row = rows_[b];
+      Stream& s = *row.stream;
+      staging_->slots()[b] = s.context->slot();
+      staging_->frames()[b] = row.frames;
+      staging_->offsets()[b] = static_cast<int32_t>(s.offset);
+      staging_->feat_frames()[b] = static_cast<int32_t>(row.feat_frames);
+      staging_->ring_starts()[b] =
+          static_cast<int32_t>(s.frontend->RingRow(s.chunks_done * stride_frames_));
+    }
+    return;
+  }
   const int64_t feature_dim = model_->geometry().feature_dim;
   auto stage = [&](size_t b) {
     Row& row = rows_[b];
@@ -218,11 +234,9 @@ void Engine::StageCohort() {
   };
   // The copies (tens of KiB a row) are split across the context's host
   // threads for a wide cohort; each row's front end is its own.
-  const size_t n = rows_.size();
   ForEachPart(ctx_->threads(), n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) stage(b);
   });
-  stats_.batch_size.Observe(static_cast<double>(n));
 }
 
 bool Engine::Forward() {
@@ -272,8 +286,9 @@ absl::Status Engine::EnqueueForward(const CohortPlan& plan) {
 }
 
 CohortPlan Engine::Plan(int width) const {
-  CohortPlan plan = MakeCohortPlan(*staging_, width, model_->geometry().chunk_size, *pool_,
-                                   attention_->mirror(), state_views_);
+  CohortPlan plan = MakeCohortPlan(
+      *staging_, width, model_->geometry().chunk_size, *pool_, attention_->mirror(), state_views_,
+      pcm_rings_.empty() ? TensorView() : pcm_rings_.view(), ring_rows_);
   if (rescorer_ != nullptr) plan.encoder_out = encoder_out_.view();
   return plan;
 }
@@ -288,6 +303,7 @@ void Engine::StagePadRows(int from, int width) {
     staging_->frames()[b] = static_cast<int32_t>(model_->geometry().chunk_size);
     staging_->offsets()[b] = length;
     staging_->feat_frames()[b] = 0;  // Zero features, from no PCM.
+    staging_->ring_starts()[b] = 0;
   }
 }
 
@@ -391,6 +407,9 @@ void Engine::AfterChunk(Row& row, Clock::time_point now) {
   }
   ++s.chunks_done;
   s.offset += row.frames;
+  // The device has read the chunk's window: its ring rows before the next
+  // window are free for the front end.
+  if (pcm_ring_) s.frontend->DiscardFramesBefore(s.chunks_done * stride_frames_);
   // Input-rate samples whose frames are now decoded (for the audio bound).
   const int64_t consumed = static_cast<int64_t>(s.chunks_done * stride_frames_ *
                                                 samples_per_feature_frame_ * s.sample_rate);

@@ -87,6 +87,11 @@ struct EngineConfig {
   // cohort's events go out one tick later. Off: the scheduler thread decodes
   // (over the model's host threads) and waits.
   bool decode_thread = true;
+  // With the device front end and front-end threads: each stream's PCM goes
+  // straight into its slot's ring, which the forward reads (page-locked
+  // host memory on CUDA, ~85 KB a slot for the bundled model), instead of
+  // being copied into the staging by the scheduler thread every tick.
+  bool pcm_rings = true;
 
   // INVALID_ARGUMENT naming the field, its value and the limit.
   absl::Status Validate() const;

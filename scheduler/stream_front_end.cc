@@ -1,8 +1,10 @@
 #include "scheduler/stream_front_end.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/thread_name.h"
 
@@ -77,13 +79,39 @@ void FrontEndPool::Work() {
 }
 
 StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool,
-                               int64_t tag)
+                               int64_t tag, bool ring)
     : pipeline_(std::move(pipeline)),
       layout_(pipeline_->layout()),
       pool_(pool),
       tag_(tag),
       client_runs_cheap_work_(pool != nullptr && pipeline_->CopiesInput()),
-      published_(layout_.width) {}
+      ring_mode_(ring),
+      published_(layout_.width) {
+  OASR_CHECK(!ring || pool != nullptr, "a ring front end needs a pool");
+}
+
+void StreamFrontEnd::BindRing(float* ring, int64_t rows) {
+  OASR_CHECK(ring_mode_ && ring != nullptr && rows >= 1, "BindRing: not a ring front end");
+  bool submit = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    ring_ = ring;
+    ring_rows_ = rows;
+    submit = WantPublishLocked();
+  }
+  if (submit) pool_->Submit(shared_from_this());
+}
+
+bool StreamFrontEnd::WantPublishLocked() {
+  if (ring_ == nullptr || scheduled_ || closed_ || !error_.ok()) return false;
+  const bool work = rows_ready_.load(std::memory_order_relaxed) < pipeline_rows_ ||
+                    (input_done_ && !flushed_.load(std::memory_order_relaxed));
+  if (!work) return false;
+  publish_pending_ = true;
+  scheduled_ = true;
+  return true;
+}
 
 absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
   if (pool_ == nullptr) {
@@ -168,7 +196,7 @@ void StreamFrontEnd::Run() {
     std::chrono::steady_clock::time_point taken_time;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closed_ || !error_.ok() || (pending_.empty() && !end_pending_)) {
+      if (closed_ || !error_.ok() || (pending_.empty() && !end_pending_ && !publish_pending_)) {
         scheduled_ = false;
         return;
       }
@@ -176,6 +204,7 @@ void StreamFrontEnd::Run() {
       taken_time = pending_time_;
       end = end_pending_;
       end_pending_ = false;
+      publish_pending_ = false;
     }
     // The pipeline is this worker's alone: the owner reads only what is
     // published, and no other worker runs this stream until scheduled_ drops.
@@ -194,24 +223,28 @@ void StreamFrontEnd::Run() {
                                  std::memory_order_relaxed);
     }
     bool more = false;
+    bool flushed_now = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) {
         scheduled_ = false;
         return;
       }
+      const bool was_flushed = flushed_.load(std::memory_order_relaxed);
+      if (status.ok() && end) input_done_ = true;
       PublishLocked();
       published_time_ = taken_time;  // pending_time_ only grows.
       if (!status.ok()) error_ = status;
-      if (status.ok() && end) flushed_.store(true, std::memory_order_release);
-      more = status.ok() && (!pending_.empty() || end_pending_);
+      if (!ring_mode_ && status.ok() && end) flushed_.store(true, std::memory_order_release);
+      flushed_now = !was_flushed && flushed_.load(std::memory_order_relaxed);
+      more = status.ok() && (!pending_.empty() || end_pending_ || publish_pending_);
       if (!more) scheduled_ = false;
     }
     // Notify at a failure, the flush, or the owner's threshold (once); the
     // fence pairs with NotifyWhenFrames' (the owner re-reads the frames
     // after arming, so one side sees the other).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    bool notify = !status.ok() || end;
+    bool notify = !status.ok() || flushed_now;
     if (!notify) {
       int64_t want = notify_frames_.load(std::memory_order_seq_cst);
       notify =
@@ -223,7 +256,32 @@ void StreamFrontEnd::Run() {
   }
 }
 
+void StreamFrontEnd::PublishToRingLocked() {
+  pipeline_rows_ = pipeline_->NumRowsReady();
+  if (ring_ == nullptr) return;  // Not admitted yet: the rows wait in the pipeline.
+  const int64_t have = rows_ready_.load(std::memory_order_relaxed);
+  const int64_t end = std::min(pipeline_rows_, ring_floor_ + ring_rows_);
+  const int64_t width = layout_.width;
+  for (int64_t row = have; row < end;) {
+    // Up to the ring's end, then from its start.
+    const int64_t at = row % ring_rows_;
+    const int64_t n = std::min(end - row, ring_rows_ - at);
+    absl::Status got = pipeline_->GetRows(row, n, ring_ + at * width);
+    OASR_CHECK(got.ok(), std::string(got.message()));
+    row += n;
+  }
+  if (end > have) {
+    pipeline_->DiscardRowsBefore(end);
+    rows_ready_.store(end, std::memory_order_release);
+  }
+  if (input_done_ && end == pipeline_rows_) flushed_.store(true, std::memory_order_release);
+}
+
 void StreamFrontEnd::PublishLocked() {
+  if (ring_mode_) {
+    PublishToRingLocked();
+    return;
+  }
   const int64_t have = rows_ready_.load(std::memory_order_relaxed);
   const int64_t ready = pipeline_->NumRowsReady();
   if (ready == have) return;
@@ -236,12 +294,39 @@ void StreamFrontEnd::PublishLocked() {
 absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out) const {
   if (pool_ == nullptr) return pipeline_->GetFrames(start, count, out);
   std::lock_guard<std::mutex> lock(mu_);
+  if (ring_mode_) {
+    const int64_t first = layout_.FirstRow(start), rows = layout_.WindowRows(count);
+    const int64_t ready = rows_ready_.load(std::memory_order_relaxed);
+    if (first < ring_floor_ || count < 0 || first + rows > ready) {
+      return absl::OutOfRangeError(absl::StrCat("StreamFrontEnd: rows [", first, ", ", first + rows,
+                                                ") not in the ring (have [", ring_floor_, ", ",
+                                                ready, "))"));
+    }
+    const int64_t width = layout_.width;
+    for (int64_t row = first; row < first + rows;) {
+      const int64_t at = row % ring_rows_;
+      const int64_t n = std::min(first + rows - row, ring_rows_ - at);
+      std::copy_n(ring_ + at * width, n * width, out + (row - first) * width);
+      row += n;
+    }
+    return absl::OkStatus();
+  }
   return published_.Get(layout_.FirstRow(start), layout_.WindowRows(count), out, "StreamFrontEnd");
 }
 
 void StreamFrontEnd::DiscardFramesBefore(int64_t frame) {
   if (pool_ == nullptr) {
     pipeline_->DiscardFramesBefore(frame);
+    return;
+  }
+  if (ring_mode_) {
+    bool submit = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ring_floor_ = std::max(ring_floor_, layout_.FirstRow(frame));
+      submit = WantPublishLocked();
+    }
+    if (submit) pool_->Submit(shared_from_this());
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);

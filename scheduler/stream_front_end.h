@@ -87,7 +87,22 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // whose fbank runs on the GPU) costs less per message than waking a
   // worker, so PushFromClient runs it on the client's thread when no worker
   // has the stream.
-  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool, int64_t tag);
+  //
+  // With `ring` (a pool required) the published rows go into a ring the
+  // owner binds at admission (BindRing), which a reader such as the device
+  // reads without the stream's lock; until then nothing is published.
+  StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool, int64_t tag,
+                 bool ring = false);
+
+  // Ring mode, the owner, once: `rows` rows of layout().width floats, the
+  // stream's row i at ring row i % rows. Rows are published into it while
+  // they are fewer than `rows` past the first row the owner still reads
+  // (DiscardFramesBefore), so published rows the owner reads are never
+  // written; the rest follow as the owner moves on (on a worker). The rows
+  // made before binding go in on a worker too.
+  void BindRing(float* ring, int64_t rows);
+  // Ring mode, bound: the ring row frame `frame`'s input starts at.
+  int64_t RingRow(int64_t frame) const { return layout_.FirstRow(frame) % ring_rows_; }
 
   // Queues 16-bit PCM at the stream's rate (moved in, not copied). Inline, it
   // is processed now and a failure is returned; with a pool it returns OK and
@@ -141,14 +156,20 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   friend class FrontEndPool;
   // Worker: processes the queued audio (and end) until none is left.
   void Run();
-  // Copies the pipeline's new rows into published_. Requires mu_.
+  // Copies the pipeline's new rows into published_ (or the ring). Requires mu_.
   void PublishLocked();
+  void PublishToRingLocked();
+  // Ring mode: queues a pass that publishes what the ring has room for, when
+  // there is such work and no worker has the stream. Requires mu_; returns
+  // whether the caller must submit the stream (after unlocking).
+  bool WantPublishLocked();
 
   const std::unique_ptr<encoder::FeatureSource> pipeline_;
   const encoder::RowLayout layout_;
   FrontEndPool* const pool_;
   const int64_t tag_;
   const bool client_runs_cheap_work_;
+  const bool ring_mode_;
 
   mutable std::mutex mu_;                      // Guards everything below that is not atomic.
   std::vector<std::vector<int16_t>> pending_;  // Audio not yet given to the pipeline.
@@ -167,6 +188,15 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   static constexpr int64_t kNotifyAlways = -1;  // Never armed.
   static constexpr int64_t kNotifyNever = std::numeric_limits<int64_t>::max();
   std::atomic<int64_t> notify_frames_{kNotifyAlways};  // NotifyWhenFrames; Never once fired.
+  // Ring mode: the ring (null until bound; ring_rows_ set once, by the
+  // owner), the first row the owner still reads, the rows the pipeline has
+  // made, whether it took the end, and whether a publishing pass is queued.
+  float* ring_ = nullptr;
+  int64_t ring_rows_ = 1;
+  int64_t ring_floor_ = 0;
+  int64_t pipeline_rows_ = 0;
+  bool input_done_ = false;
+  bool publish_pending_ = false;
 };
 
 }  // namespace oasr::scheduler

@@ -1,8 +1,12 @@
 // kernels::LogMel (the GPU front end's filterbank) against the CPU front end
 // it must equal: encoder::Fbank frame by frame plus global CMVN, within
 // 1e-3 on every log-mel value, for speech-like rows, a silent row, a nearly
-// silent one, and rows whose trailing frames must be zero. On the test
-// device: the CPU, or CUDA in the _gpu_ build.
+// silent one, and rows whose trailing frames must be zero; and
+// kernels::GatherPcm, which collects the windows from the streams' rings
+// (page-locked host memory the device reads). On the test device: the CPU,
+// or CUDA in the _gpu_ build.
+#include "kernels/log_mel.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +15,6 @@
 
 #include "common/tensor.h"
 #include "encoder/fbank.h"
-#include "kernels/log_mel.h"
 
 #ifndef OASR_TEST_CUDA
 #define OASR_TEST_CUDA 0
@@ -25,9 +28,19 @@ Device TestDevice() { return OASR_TEST_CUDA ? Device::Cuda(0) : Device::Cpu(); }
 // A host vector on `device` (the tensor keeps it).
 Tensor OnDevice(const void* data, int64_t n, DType dtype, Device device) {
   Tensor t = *Tensor::Empty({n}, dtype, device);
-  EXPECT_TRUE(CopyTensor(t.view(), TensorView(const_cast<void*>(data), dtype, {n}, Device::Cpu()))
-                  .ok());
+  EXPECT_TRUE(
+      CopyTensor(t.view(), TensorView(const_cast<void*>(data), dtype, {n}, Device::Cpu())).ok());
   return t;
+}
+
+// A float32 tensor's values on the host.
+std::vector<float> ToHost(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.view().numel()));
+  EXPECT_TRUE(CopyTensor(TensorView(out.data(), DType::kFloat32, {static_cast<int64_t>(out.size())},
+                                    Device::Cpu()),
+                         t.view())
+                  .ok());
+  return out;
 }
 
 TEST(LogMelTest, EqualsTheCpuFrontEndWithinOneThousandth) {
@@ -43,10 +56,11 @@ TEST(LogMelTest, EqualsTheCpuFrontEndWithinOneThousandth) {
     const double f1 = freq(rng), f2 = freq(rng), a = amp(rng);
     for (int64_t i = 0; i < stride; ++i) {
       const double t = static_cast<double>(i) / Fbank::kSampleRate;
-      float v = static_cast<float>(a * (0.5 + 0.5 * std::sin(2 * M_PI * 2.1 * t)) *
-                                   (std::sin(2 * M_PI * f1 * t) + 0.4 * std::sin(2 * M_PI * f2 * t))) +
-                noise(rng);
-      if (r == 3) v = 0.0f;                                            // digital silence
+      float v =
+          static_cast<float>(a * (0.5 + 0.5 * std::sin(2 * M_PI * 2.1 * t)) *
+                             (std::sin(2 * M_PI * f1 * t) + 0.4 * std::sin(2 * M_PI * f2 * t))) +
+          noise(rng);
+      if (r == 3) v = 0.0f;                                                  // digital silence
       if (r == 4) v = static_cast<float>(static_cast<int>(noise(rng)) % 3);  // nearly silent
       pcm[r * stride + i] = std::round(std::clamp(v, -32768.0f, 32767.0f));
     }
@@ -87,11 +101,7 @@ TEST(LogMelTest, EqualsTheCpuFrontEndWithinOneThousandth) {
   p.out = d_out.data<float>();
   ASSERT_TRUE(kernels::LogMel(**ctx, p).ok());
   ASSERT_TRUE((*ctx)->Synchronize().ok());
-  std::vector<float> got(poison.size());
-  ASSERT_TRUE(CopyTensor(TensorView(got.data(), DType::kFloat32, {static_cast<int64_t>(got.size())},
-                                    Device::Cpu()),
-                         d_out.view())
-                  .ok());
+  const std::vector<float> got = ToHost(d_out);
 
   Fbank fbank;
   std::vector<float> want(kBins);
@@ -136,6 +146,64 @@ TEST(LogMelTest, RefusesAShortStrideAndMissingTables) {
   EXPECT_TRUE(kernels::LogMel(**ctx, p).ok());
   p.mel = nullptr;
   EXPECT_EQ(kernels::LogMel(**ctx, p).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Rows from three lanes, windows that wrap at the ring's end and one that
+// does not, a padding row (feat_frames 0) that must stay untouched, and the
+// output's stride past the window untouched too.
+TEST(GatherPcmTest, CopiesEachWindowFromItsLaneWrappingAtTheEnd) {
+  const Device device = TestDevice();
+  if (device.is_cuda() && CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  constexpr int kLanes = 3, kRingRows = 10, kWidth = 8, kWindowRows = 6, kRows = 5;
+  constexpr int64_t kStride = kWindowRows * kWidth + 4;
+  const int64_t ring_floats = int64_t{kLanes} * kRingRows * kWidth;
+  // The ring is host memory (page-locked: the device reads it directly).
+  Tensor ring = *(device.is_cuda() ? Tensor::EmptyPinned({ring_floats}, DType::kFloat32)
+                                   : Tensor::Empty({ring_floats}, DType::kFloat32));
+  for (int64_t i = 0; i < ring_floats; ++i) ring.data<float>()[i] = static_cast<float>(i) - 700;
+  const std::vector<int32_t> slots = {2, 0, 2, 1, 1}, starts = {0, 7, 4, 9, 3};
+  const std::vector<int32_t> feat_frames = {3, 1, 67, 0, 2};
+  ExecutionContextOptions o;
+  o.device = device;
+  auto ctx = ExecutionContext::Create(o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  Tensor d_slots = OnDevice(slots.data(), kRows, DType::kInt32, device);
+  Tensor d_starts = OnDevice(starts.data(), kRows, DType::kInt32, device);
+  Tensor d_frames = OnDevice(feat_frames.data(), kRows, DType::kInt32, device);
+  std::vector<float> poison(kRows * kStride, std::nanf(""));
+  Tensor d_out = OnDevice(poison.data(), poison.size(), DType::kFloat32, device);
+  kernels::GatherPcmParams p;
+  p.ring = ring.data<float>();
+  p.ring_rows = kRingRows;
+  p.width = kWidth;
+  p.slots = d_slots.data<int32_t>();
+  p.starts = d_starts.data<int32_t>();
+  p.feat_frames = d_frames.data<int32_t>();
+  p.rows = kRows;
+  p.window_rows = kWindowRows;
+  p.out = d_out.data<float>();
+  p.out_stride = kStride;
+  ASSERT_TRUE(kernels::GatherPcm(**ctx, p).ok());
+  ASSERT_TRUE((*ctx)->Synchronize().ok());
+  const std::vector<float> got = ToHost(d_out);
+  for (int r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < kStride; ++i) {
+      const float g = got[r * kStride + i];
+      if (feat_frames[r] == 0 || i >= kWindowRows * kWidth) {
+        EXPECT_TRUE(std::isnan(g)) << "row " << r << " sample " << i << " written";
+        continue;
+      }
+      const int64_t ring_row = (starts[r] + i / kWidth) % kRingRows;
+      const float want =
+          ring.data<float>()[(int64_t{slots[r]} * kRingRows + ring_row) * kWidth + i % kWidth];
+      ASSERT_EQ(g, want) << "row " << r << " sample " << i;
+    }
+  }
+  p.window_rows = kRingRows + 1;  // A window longer than the ring.
+  EXPECT_EQ(kernels::GatherPcm(**ctx, p).code(), absl::StatusCode::kInvalidArgument);
+  p.window_rows = kWindowRows;
+  p.width = 6;  // Not whole 16-byte vectors.
+  EXPECT_EQ(kernels::GatherPcm(**ctx, p).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "encoder/fbank.h"
 #include "encoder/feature_pipeline.h"
 #include "encoder/pcm_source.h"
@@ -170,6 +171,86 @@ TEST(StreamFrontEndTest, PoolPublishesPcmWindowsInFrames) {
                   absl::StatusCode::kOutOfRange);
       }
     }
+  }
+}
+
+// Waits (bounded) until `ready` holds.
+template <typename Fn>
+bool Eventually(const Fn& ready) {
+  for (int i = 0; i < 5000 && !ready(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return ready();
+}
+
+// Ring mode (the device front end without a staging copy): nothing is
+// published before the ring is bound; then the windows read straight from
+// the ring, as the device reads them, are the inline source's, the ring
+// never holds rows past the first one the owner still reads plus its size,
+// and the rest follows as the owner discards -- the whole audio sent before
+// binding, as a client far ahead of real time sends it.
+TEST(StreamFrontEndTest, RingHoldsTheWindowsTheOwnerReadsAndTheRestFollows) {
+  Done done;
+  done.calls.assign(1, 0);
+  FrontEndPool pool(2, [&](int64_t tag) { done(tag); });
+  std::mt19937 rng(31);
+  constexpr encoder::RowLayout kRows = encoder::PcmSource::kLayout;
+  constexpr int64_t kWindow = 67, kStride = 64;
+  const int64_t ring_rows = kRows.WindowRows(kWindow) + kRows.FirstRow(kStride);
+  for (int rate : {16000, 8000}) {
+    auto ring_source = encoder::PcmSource::Create({rate});
+    auto inline_source = encoder::PcmSource::Create({rate});
+    ASSERT_TRUE(ring_source.ok() && inline_source.ok());
+    auto ringed = std::make_shared<StreamFrontEnd>(std::move(*ring_source), &pool, 0, true);
+    StreamFrontEnd direct(std::move(*inline_source), nullptr, 1);
+    const std::vector<int16_t> audio = Tone(rng, static_cast<size_t>(rate * 3), rate);
+    for (size_t sent = 0; sent < audio.size();) {
+      const size_t n = std::min<size_t>(audio.size() - sent, 50 + rng() % 1500);
+      std::vector<int16_t> piece(audio.begin() + sent, audio.begin() + sent + n);
+      ASSERT_TRUE(direct.Push(piece).ok());
+      if (sent % 2 == 0) {
+        ringed->PushFromClient(piece);
+      } else {
+        ASSERT_TRUE(ringed->Push(std::move(piece)).ok());
+      }
+      sent += n;
+    }
+    ASSERT_TRUE(ringed->End().ok());
+    ASSERT_TRUE(direct.End().ok());
+    const int64_t frames = direct.NumFramesReady();
+    ASSERT_GT(frames, 4 * kStride);
+    // Not bound: nothing published, not flushed.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_EQ(ringed->NumFramesReady(), 0);
+    EXPECT_FALSE(ringed->flushed());
+
+    std::vector<float> ring(ring_rows * kRows.width, std::nanf(""));
+    ringed->BindRing(ring.data(), ring_rows);
+    for (int64_t start = 0; start < frames; start += kStride) {
+      const int64_t count = std::min(kWindow, frames - start);
+      ASSERT_TRUE(Eventually([&] { return ringed->NumFramesReady() >= start + count; }))
+          << rate << " Hz: frame " << start << ", " << ringed->NumFramesReady() << " ready";
+      // Never more than the ring's rows past the owner's first row.
+      EXPECT_LE(kRows.FirstRow(ringed->NumFramesReady()), kRows.FirstRow(start) + ring_rows);
+      const int64_t rows = kRows.WindowRows(count);
+      std::vector<float> got(rows * kRows.width), want(rows * kRows.width);
+      ASSERT_TRUE(direct.GetFrames(start, count, want.data()).ok());
+      const int64_t first = ringed->RingRow(start);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(ring.data() + ((first + r) % ring_rows) * kRows.width, kRows.width,
+                    got.data() + r * kRows.width);
+      }
+      EXPECT_EQ(got, want) << rate << " Hz, frame " << start;
+      std::vector<float> copied(rows * kRows.width);
+      ASSERT_TRUE(ringed->GetFrames(start, count, copied.data()).ok());
+      EXPECT_EQ(copied, want);
+      // The chunk is read: its rows before the next window are free.
+      ringed->DiscardFramesBefore(start + kStride);
+      EXPECT_EQ(ringed->GetFrames(start, 1, copied.data()).code(), absl::StatusCode::kOutOfRange);
+    }
+    ASSERT_TRUE(Eventually([&] { return ringed->flushed(); })) << rate << " Hz";
+    EXPECT_EQ(ringed->NumFramesReady(), frames);
+    EXPECT_TRUE(ringed->error().ok()) << ringed->error();
   }
 }
 
