@@ -90,8 +90,7 @@ std::vector<int> GraphLadder(int capacity) {
 
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
                           const cache::BlockPool& pool, const cache::BlockTableMirror& tables,
-                          std::span<const TensorView> states, const TensorView& pcm_ring,
-                          int64_t ring_rows) {
+                          std::span<const TensorView> states, const TensorView& pcm_ring) {
   CohortPlan plan;
   plan.batch = batch;
   plan.chunk = chunk;
@@ -108,7 +107,6 @@ CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
     if (staging.pcm_ring()) {
       plan.pcm_ring = pcm_ring;
       plan.pcm_ring_starts = staging.device_ring_starts(batch);
-      plan.pcm_ring_rows = ring_rows;
     }
   }
   plan.k_pool = pool.k_pool();

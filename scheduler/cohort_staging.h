@@ -112,11 +112,10 @@ std::vector<int> GraphLadder(int capacity);
 // Every view points at a fixed address, so plans of the same batch made at
 // different ticks are identical (what a captured CUDA graph relies on).
 // Non-owning: valid while the staging, pool, mirror and states live.
-// With the staging's pcm_ring, `pcm_ring` (float32 [lanes, ring_rows x 80])
+// With the staging's pcm_ring, `pcm_ring` (float32 [lanes, ring_rows, 80])
 // is where the forward gathers the windows from.
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
                           const cache::BlockPool& pool, const cache::BlockTableMirror& tables,
-                          std::span<const TensorView> states, const TensorView& pcm_ring = {},
-                          int64_t ring_rows = 0);
+                          std::span<const TensorView> states, const TensorView& pcm_ring = {});
 
 }  // namespace oasr::scheduler

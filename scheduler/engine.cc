@@ -151,8 +151,8 @@ absl::Status Engine::Init() {
     // stream's front end can always complete its next chunk meanwhile. One
     // lane more than slots, for the padding lane's slot (never read).
     constexpr encoder::RowLayout kRows = encoder::PcmSource::kLayout;
-    ring_rows_ = kRows.WindowRows(window_frames_) + kRows.FirstRow(stride_frames_);
-    const Shape shape{int64_t{capacity} + 1, ring_rows_ * kRows.width};
+    const int64_t ring_rows = kRows.WindowRows(window_frames_) + kRows.FirstRow(stride_frames_);
+    const Shape shape{int64_t{capacity} + 1, ring_rows, kRows.width};
     absl::StatusOr<Tensor> rings = ctx_->is_cuda() ? Tensor::EmptyPinned(shape, DType::kFloat32)
                                                    : Tensor::Empty(shape, DType::kFloat32);
     if (!rings.ok()) return rings.status();
@@ -302,7 +302,7 @@ void Engine::LogConfiguration() const {
                                    : std::string("inline"),
       device_front_end_ ? " (resampling; fbank and CMVN on the model's device)" : "");
   if (pcm_ring_) {
-    spdlog::info("PCM rings: {} rows of 5 ms a slot, {:.1f} MiB {}", ring_rows_,
+    spdlog::info("PCM rings: {} rows of 5 ms a slot, {:.1f} MiB {}", pcm_rings_.dim(1),
                  pcm_rings_.nbytes() / 1048576.0,
                  ctx_->is_cuda() ? "page-locked, read by the device" : "on the host");
   }
@@ -668,8 +668,8 @@ void Engine::Admit() {
     waiting_.pop_front();
     s.context.emplace(std::move(*context));
     if (pcm_ring_) {
-      s.frontend->BindRing(pcm_rings_.data<float>() + s.context->slot() * pcm_rings_.dim(1),
-                           ring_rows_);
+      const int64_t lane = pcm_rings_.dim(1) * pcm_rings_.dim(2);
+      s.frontend->BindRing(pcm_rings_.data<float>() + s.context->slot() * lane, pcm_rings_.dim(1));
     }
     if (s.rescoring) segment_memory_->Reset(s.context->slot());
     s.decoder_state = decoder_states_->Acquire();

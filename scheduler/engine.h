@@ -251,11 +251,10 @@ class Engine {
   bool device_front_end_ = false;
   // With a device front end and front-end workers: every stream's 16 kHz
   // PCM goes from its front end straight into its slot's lane of
-  // pcm_rings_ (float32 [slots + 1, ring_rows_ x 80], page-locked on CUDA),
+  // pcm_rings_ (float32 [slots + 1, ring rows, 80], page-locked on CUDA),
   // which the forward reads (kernels::GatherPcm): a tick stages no samples.
   bool pcm_ring_ = false;
   Tensor pcm_rings_;
-  int64_t ring_rows_ = 0;
   std::unique_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::StreamSlotPool> slots_;
   std::unique_ptr<cache::AttentionCacheManager> attention_;

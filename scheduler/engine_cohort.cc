@@ -286,9 +286,9 @@ absl::Status Engine::EnqueueForward(const CohortPlan& plan) {
 }
 
 CohortPlan Engine::Plan(int width) const {
-  CohortPlan plan = MakeCohortPlan(
-      *staging_, width, model_->geometry().chunk_size, *pool_, attention_->mirror(), state_views_,
-      pcm_rings_.empty() ? TensorView() : pcm_rings_.view(), ring_rows_);
+  CohortPlan plan =
+      MakeCohortPlan(*staging_, width, model_->geometry().chunk_size, *pool_, attention_->mirror(),
+                     state_views_, pcm_rings_.empty() ? TensorView() : pcm_rings_.view());
   if (rescorer_ != nullptr) plan.encoder_out = encoder_out_.view();
   return plan;
 }

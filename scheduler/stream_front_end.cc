@@ -9,6 +9,22 @@
 #include "common/thread_name.h"
 
 namespace oasr::scheduler {
+namespace {
+
+// Calls fn(ring_row, n, offset) for the at most two contiguous pieces of
+// rows [first, first + count) in a ring of ring_rows rows (up to its end,
+// then from its start); offset counts rows from `first`.
+template <typename Fn>
+void ForEachRingPiece(int64_t first, int64_t count, int64_t ring_rows, const Fn& fn) {
+  for (int64_t row = first; row < first + count;) {
+    const int64_t at = row % ring_rows;
+    const int64_t n = std::min(first + count - row, ring_rows - at);
+    fn(at, n, row - first);
+    row += n;
+  }
+}
+
+}  // namespace
 
 FrontEndPool::FrontEndPool(int threads, std::function<void(int64_t tag)> on_done,
                            std::atomic<int64_t>* busy_ns)
@@ -262,14 +278,10 @@ void StreamFrontEnd::PublishToRingLocked() {
   const int64_t have = rows_ready_.load(std::memory_order_relaxed);
   const int64_t end = std::min(pipeline_rows_, ring_floor_ + ring_rows_);
   const int64_t width = layout_.width;
-  for (int64_t row = have; row < end;) {
-    // Up to the ring's end, then from its start.
-    const int64_t at = row % ring_rows_;
-    const int64_t n = std::min(end - row, ring_rows_ - at);
-    absl::Status got = pipeline_->GetRows(row, n, ring_ + at * width);
+  ForEachRingPiece(have, end - have, ring_rows_, [&](int64_t at, int64_t n, int64_t offset) {
+    absl::Status got = pipeline_->GetRows(have + offset, n, ring_ + at * width);
     OASR_CHECK(got.ok(), std::string(got.message()));
-    row += n;
-  }
+  });
   if (end > have) {
     pipeline_->DiscardRowsBefore(end);
     rows_ready_.store(end, std::memory_order_release);
@@ -303,12 +315,9 @@ absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out)
                                                 ready, "))"));
     }
     const int64_t width = layout_.width;
-    for (int64_t row = first; row < first + rows;) {
-      const int64_t at = row % ring_rows_;
-      const int64_t n = std::min(first + rows - row, ring_rows_ - at);
-      std::copy_n(ring_ + at * width, n * width, out + (row - first) * width);
-      row += n;
-    }
+    ForEachRingPiece(first, rows, ring_rows_, [&](int64_t at, int64_t n, int64_t offset) {
+      std::copy_n(ring_ + at * width, n * width, out + offset * width);
+    });
     return absl::OkStatus();
   }
   return published_.Get(layout_.FirstRow(start), layout_.WindowRows(count), out, "StreamFrontEnd");

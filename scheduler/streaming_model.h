@@ -77,11 +77,10 @@ struct CohortPlan {
   // Optional, with pcm: where the windows come from. Empty: pcm holds them
   // (staged). Else pcm is the forward's own buffer, and row b's window is
   // gathered first from lane slots[b] of pcm_ring (float32 [lanes,
-  // ring_rows x 80], page-locked host memory on CUDA, read by the device
+  // ring_rows, 80], page-locked host memory on CUDA, read by the device
   // directly): its rows from ring row pcm_ring_starts[b] (int32 [batch])
   // on, wrapping (kernels::GatherPcm).
   TensorView pcm_ring, pcm_ring_starts;
-  int64_t pcm_ring_rows = 0;
   // The shared K/V pool, (layers, physical blocks, block_size, heads, d_k),
   // and the block tables and cache lengths of every slot: int32 (rows, W)
   // and (rows), on the device and on the host. Row b's history position p is
