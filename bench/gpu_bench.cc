@@ -429,6 +429,10 @@ int Main(int argc, char** argv) {
   app.add_option("--decode-threads", decode_threads, "Host threads of the device context (decode)")
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every op each tick");
+  app.add_option("--max-cohort", settings.engine.max_cohort_rows,
+                 "Most rows a cohort forward runs (0: the slots, at most 16384)")
+      ->check(CLI::Range(0, EngineConfig::kMaxCohortRows))
+      ->capture_default_str();
   bool no_overlap = false;
   app.add_flag("--no-overlap", no_overlap,
                "Each tick waits for its own forward (no two in flight)");

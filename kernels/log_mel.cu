@@ -30,8 +30,9 @@ __global__ void __launch_bounds__(kThreads) LogMelKernel(LogMelParams p) {
   __shared__ float power[2][kBins];
   __shared__ int first[kMaxBins], last[kMaxBins];
   __shared__ double2 partial[kThreads / 32];
-  const int r = blockIdx.y, tid = threadIdx.x;
-  const int t_begin = blockIdx.x * kFramesPerBlock;
+  // Rows on x (up to 2^31 - 1 of them), a row's groups of 8 frames on y.
+  const int r = blockIdx.x, tid = threadIdx.x;
+  const int t_begin = blockIdx.y * kFramesPerBlock;
   const int frames = p.frames[r];
   const int t_end = min(t_begin + kFramesPerBlock, p.max_frames);
   float* const out_row = p.out + static_cast<int64_t>(r) * p.max_frames * p.bins;
@@ -179,7 +180,7 @@ void LaunchGatherPcm(const GatherPcmParams& p, GpuStream stream) {
 void LaunchLogMel(const LogMelParams& p, GpuStream stream) {
   if (p.rows == 0) return;
   const int blocks = (p.max_frames + kFramesPerBlock - 1) / kFramesPerBlock;
-  LogMelKernel<<<dim3(blocks, p.rows), kThreads, 0, stream>>>(p);
+  LogMelKernel<<<dim3(p.rows, blocks), kThreads, 0, stream>>>(p);
   OASR_CUDA_LAUNCH_CHECK();
 }
 

@@ -18,9 +18,15 @@
 namespace oasr::scheduler {
 
 absl::Status EngineConfig::Validate() const {
-  if (max_batch_size < 1 || max_batch_size > 65536) {
+  if (max_batch_size < 1 || max_batch_size > kMaxSlots) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_batch_size: ", max_batch_size, " is outside [1, 65536]"));
+        absl::StrCat("max_batch_size: ", max_batch_size, " is outside [1, ", kMaxSlots, "]"));
+  }
+  if (max_cohort_rows < 0 || max_cohort_rows > kMaxCohortRows) {
+    return absl::InvalidArgumentError(absl::StrCat("max_cohort_rows: ", max_cohort_rows,
+                                                   " is outside [0, ", kMaxCohortRows,
+                                                   "] (0: max_batch_size, at most ",
+                                                   kDefaultCohortRows, ")"));
   }
   if (max_waiting < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_waiting: ", max_waiting, " is negative"));
@@ -114,11 +120,15 @@ absl::Status Engine::Init() {
   stride_frames_ = g.StrideFrames();
   window_frames_ = g.WindowFrames(g.chunk_size);
   right_context_ = g.right_context;
-  const int capacity = config_.max_batch_size;
+  const int slots = config_.max_batch_size;
+  cohort_rows_ = config_.max_cohort_rows > 0
+                     ? std::min(config_.max_cohort_rows, slots)
+                     : std::min(slots, EngineConfig::kDefaultCohortRows);
+  const int capacity = cohort_rows_;
 
   // What every tick needs at fixed addresses first (the workspace, the plan
-  // staging, the log-probs and the decoder's candidates), then the pool from
-  // what memory is left.
+  // staging, the log-probs and the decoder's candidates, all for the widest
+  // cohort), then the pool from what memory is left.
   const int k = decoder_->candidates_per_frame();
   if (config_.pruned_decode && k <= kernels::kMaxTopK) {
     absl::StatusOr<CohortCandidates> candidates = CohortCandidates::Create(
@@ -152,7 +162,7 @@ absl::Status Engine::Init() {
     // lane more than slots, for the padding lane's slot (never read).
     constexpr encoder::RowLayout kRows = encoder::PcmSource::kLayout;
     const int64_t ring_rows = kRows.WindowRows(window_frames_) + kRows.FirstRow(stride_frames_);
-    const Shape shape{int64_t{capacity} + 1, ring_rows, kRows.width};
+    const Shape shape{int64_t{slots} + 1, ring_rows, kRows.width};
     absl::StatusOr<Tensor> rings = ctx_->is_cuda() ? Tensor::EmptyPinned(shape, DType::kFloat32)
                                                    : Tensor::Empty(shape, DType::kFloat32);
     if (!rings.ok()) return rings.status();
@@ -173,7 +183,7 @@ absl::Status Engine::Init() {
     if (!encoder_out.ok()) return encoder_out.status();
     encoder_out_ = std::move(*encoder_out);
     absl::StatusOr<SegmentMemory> memory =
-        SegmentMemory::Create(capacity, rescorer_->options().max_frames, g.encoder_dim);
+        SegmentMemory::Create(slots, rescorer_->options().max_frames, g.encoder_dim);
     if (!memory.ok()) return memory.status();
     segment_memory_.emplace(std::move(*memory));
   }
@@ -182,7 +192,7 @@ absl::Status Engine::Init() {
   c.chunk_size = g.chunk_size;
   c.num_left_chunks = config_.num_left_chunks == -2 ? g.num_left_chunks : config_.num_left_chunks;
   c.block_size_frames = g.chunk_size;
-  c.max_batch_size = capacity;
+  c.max_batch_size = slots;
   c.max_blocks_per_seq = config_.max_blocks_per_seq;
   c.max_num_blocks = config_.max_num_blocks;
   c.host_pool_budget_bytes = static_cast<int64_t>(config_.cpu_pool_bytes);
@@ -196,18 +206,18 @@ absl::Status Engine::Init() {
       cache::BlockPool::Create(cache_config_, /*scratch_blocks=*/pad_lanes);
   if (!pool.ok()) return pool.status();
   pool_ = std::move(*pool);
-  slots_ = std::make_unique<cache::StreamSlotPool>(capacity, pad_lanes);
+  slots_ = std::make_unique<cache::StreamSlotPool>(slots, pad_lanes);
   absl::StatusOr<std::unique_ptr<cache::AttentionCacheManager>> attention =
       cache::AttentionCacheManager::Create(pool_.get(), pad_lanes);
   if (!attention.ok()) return attention.status();
   attention_ = std::move(*attention);
   if (pad_lanes > 0) pad_slot_ = attention_->pad_lane_slot(0);
   absl::StatusOr<std::unique_ptr<cache::SlotStateCache>> states =
-      cache::SlotStateCache::Create(model_->StreamStates(), capacity + pad_lanes, ctx_->device());
+      cache::SlotStateCache::Create(model_->StreamStates(), slots + pad_lanes, ctx_->device());
   if (!states.ok()) return states.status();
   states_ = std::move(*states);
   for (int i = 0; i < states_->num_specs(); ++i) state_views_.push_back(states_->buffer(i));
-  decoder_states_ = std::make_unique<decoder::DecoderStatePool>(decoder_.get(), capacity);
+  decoder_states_ = std::make_unique<decoder::DecoderStatePool>(decoder_.get(), slots);
   if (config_.frontend_threads > 0) {
     frontend_pool_ = std::make_unique<FrontEndPool>(
         config_.frontend_threads, [this](int64_t id) { FrontEndDone(id); },
@@ -222,9 +232,9 @@ absl::Status Engine::Init() {
   row_frames_.reserve(capacity);
   row_status_.reserve(capacity);
   latencies_.reserve(capacity);
-  active_.reserve(capacity);
-  ready_.reserve(capacity);
-  ready_now_.reserve(capacity);
+  active_.reserve(slots);
+  ready_.reserve(slots);
+  ready_now_.reserve(slots);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
   stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
   overlap_ =
@@ -248,7 +258,7 @@ absl::Status Engine::Init() {
 
 absl::Status Engine::CaptureGraphs() {
   const auto start = Clock::now();
-  const int capacity = config_.max_batch_size;
+  const int capacity = cohort_rows_;
   graph_widths_ = GraphLadder(capacity);
   GpuStream stream = ctx_->stream();
   int nodes = 0;
@@ -293,9 +303,9 @@ void Engine::LogConfiguration() const {
                          FramesToSeconds(cache_config_.retained_frames()), " s")
           : absl::StrCat("max stream ", cache_config_.max_stream_seconds(), " s");
   spdlog::info(
-      "engine on {}: {} slots, chunk {} frames ({} ms), left chunks {}, pool {} blocks "
-      "({:.1f} MiB {}), {}, front end {}{}",
-      ctx_->Describe(), cache_config_.max_batch_size, g.chunk_size, g.chunk_size * frame_shift_ms_,
+      "engine on {}: {} slots, cohorts of up to {} rows, chunk {} frames ({} ms), left chunks "
+      "{}, pool {} blocks ({:.1f} MiB {}), {}, front end {}{}",
+      ctx_->Describe(), cache_config_.max_batch_size, cohort_rows_, g.chunk_size, g.chunk_size * frame_shift_ms_,
       cache_config_.num_left_chunks, cache_config_.max_num_blocks,
       cache_config_.pool_bytes() / 1048576.0, DTypeName(cache_config_.dtype), history,
       config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")

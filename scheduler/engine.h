@@ -246,6 +246,9 @@ class Engine {
   double frame_shift_ms_ = 40.0;          // One encoder frame (the model's clock).
   double samples_per_feature_frame_ = 0;  // At 1 Hz; times a stream's rate.
   bool check_capacity_ = true;            // Streams can reach max_stream_frames (no eviction).
+  // The widest cohort (EngineConfig::max_cohort_rows resolved): what the
+  // workspace, staging, log-probs, candidates and graph ladder are sized for.
+  int cohort_rows_ = 0;
   // The fbank and CMVN run in the cohort forward on the model's device: the
   // streams' front ends resample only and the staging carries PCM.
   bool device_front_end_ = false;
@@ -263,10 +266,10 @@ class Engine {
   // The decoder's per-stream states; each admitted stream holds one.
   std::unique_ptr<decoder::DecoderStatePool> decoder_states_;
   std::unique_ptr<CohortStaging> staging_;
-  Tensor log_probs_;  // [max_batch_size, chunk, V] float32 on the model's device.
+  Tensor log_probs_;  // [cohort_rows_, chunk, V] float32 on the model's device.
   // The cohort forward as CUDA graphs (cuda_graphs on CUDA; empty: eager):
   // graphs_[i] computes graph_widths_[i] rows (ascending, the last
-  // max_batch_size), reading the staging, caches and log_probs_ above at
+  // cohort_rows_), reading the staging, caches and log_probs_ above at
   // their fixed addresses. pad_slot_ is the padding lane's slot (-1: none).
   std::vector<int> graph_widths_;
   std::vector<CudaGraph> graphs_;
@@ -275,7 +278,7 @@ class Engine {
   // the decoder reads log_probs_ whole).
   std::optional<CohortCandidates> candidates_;
   // Attention rescoring (null: off), the encoder output of a tick's cohort
-  // ([max_batch_size, chunk, d] float32 on the model's device) and every
+  // ([cohort_rows_, chunk, d] float32 on the model's device) and every
   // slot's segment so far.
   std::unique_ptr<encoder::AttentionRescorer> rescorer_;
   Tensor encoder_out_;

@@ -123,8 +123,16 @@ void Engine::PickCohort() {
   // Only streams with something to do are visited: idle ones cost nothing.
   // Finish() edits ready_, so this tick works on a swapped-out copy.
   ready_now_.swap(ready_);
-  for (Stream* sp : ready_now_) {
-    Stream& s = *sp;
+  const size_t cap = static_cast<size_t>(cohort_rows_);
+  for (size_t i = 0; i < ready_now_.size(); ++i) {
+    Stream& s = *ready_now_[i];
+    if (rows_.size() == cap) {
+      // The cohort is full: the rest stay queued and come first next tick
+      // (nothing this tick queued them again: they were still queued).
+      s.ready_index = ready_.size();
+      ready_.push_back(&s);
+      continue;
+    }
     s.queued = false;
     // One chunk in flight (or being decoded) at a time: retiring it queues
     // the stream again.

@@ -13,10 +13,22 @@ namespace oasr::scheduler {
 
 struct EngineConfig {
   static constexpr int kMaxFrontendThreads = 256;
+  // The most slots an engine has (the K/V pool's block ids, the slot indices
+  // the kernels read and the PCM rings are sized for it).
+  static constexpr int kMaxSlots = 131072;
+  // The widest cohort forward (rows of every activation and of the graph
+  // ladder), and what max_cohort_rows = 0 takes when there are more slots.
+  static constexpr int kMaxCohortRows = 65536;
+  static constexpr int kDefaultCohortRows = 16384;
 
-  // Streams admitted at once: each holds a cache slot, and one cohort forward
-  // runs at most this many. Streams beyond it wait.
+  // Streams admitted at once: each holds a cache slot (device memory for its
+  // K/V window and conv state). Streams beyond it wait.
   int max_batch_size = 64;
+  // The most rows one cohort forward runs; the workspace, the cohort's
+  // staging, log-probs and candidates and the widest CUDA graph are sized
+  // for it, not for the slots. Ready streams beyond it run in the next tick,
+  // first. 0: max_batch_size, at most kDefaultCohortRows.
+  int max_cohort_rows = 0;
   // Streams allowed to wait for a slot; beyond it OpenStream is refused
   // (RESOURCE_EXHAUSTED).
   int max_waiting = 256;

@@ -21,6 +21,7 @@ const char* FinishReasonName(FinishReason reason) {
 }
 
 void StreamOutbox::Push(StreamEvent event) {
+  event.pushed = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (event.finish.has_value()) finished_ = true;

@@ -1,6 +1,7 @@
 // What the engine tells a stream's owner: results, and how the stream ended.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,6 +35,9 @@ struct StreamEvent {
   std::optional<FinishReason> finish;
   // Why, when finish is kError (or the engine refused the stream's audio).
   absl::Status error;
+  // When the engine pushed it to the stream's outbox (StreamOutbox::Push
+  // sets it): where a server's delivery time of its responses starts.
+  std::chrono::steady_clock::time_point pushed{};
 };
 
 // A stream's event queue, written by the scheduler thread and read by the

@@ -177,6 +177,10 @@ std::string RenderPrometheus(const MetricsSnapshotInput& input) {
     absl::StrAppend(&out, "oasr_grpc_stage_total{stage=\"", StageName(static_cast<Stage>(i)),
                     "\"} ", s.stages[i].count.load(), "\n");
   }
+  RenderHistogram(&out, "oasr_grpc_response_delivery_seconds",
+                  "From the engine's result to the write of its response done (the dispatcher, "
+                  "responses queued behind a write in flight, the transport).",
+                  s.response_delivery_s);
   Header(&out, "oasr_grpc_interim_results_coalesced_total", "counter",
          "Interim responses replaced by a newer one before a slow client read them.");
   Sample(&out, "oasr_grpc_interim_results_coalesced_total", s.interim_results_coalesced.load());

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "scheduler/engine_stats.h"
 
@@ -76,6 +77,12 @@ struct ServerMetrics {
   // Interim responses never sent because a newer one replaced them while
   // the client was behind on reading.
   std::atomic<int64_t> interim_results_coalesced{0};
+  // From the engine's event (StreamEvent::pushed) to the write of the
+  // response it became done: the dispatcher, responses queued behind a
+  // write in flight, and the transport up to the client's flow control.
+  // Coalesced interims are not counted.
+  scheduler::Histogram response_delivery_s{
+      std::vector<double>{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}};
   // Per-stage time of the streaming calls (Stage).
   std::array<StageClock, static_cast<size_t>(Stage::kCount)> stages;
   StageClock& stage(Stage s) { return stages[static_cast<size_t>(s)]; }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
+#include "scheduler/engine_config.h"
 
 namespace oasr::server {
 namespace {
@@ -33,9 +34,11 @@ absl::Status ServerOptions::Validate() const {
   }
   // A GPU holds tens of thousands (each slot's cache is allocated at start:
   // a count the device cannot hold fails there, naming the memory).
-  if (max_active_streams < 1 || max_active_streams > 65536) {
+  constexpr int kMaxSlots = scheduler::EngineConfig::kMaxSlots;
+  if (max_active_streams < 1 || max_active_streams > kMaxSlots) {
     return absl::InvalidArgumentError(absl::StrCat("max_active_streams: ", max_active_streams,
-                                                   " is outside [1, 65536] (the engine's slots)"));
+                                                   " is outside [1, ", kMaxSlots,
+                                                   "] (the engine's slots)"));
   }
   if (max_waiting_streams < 0 || max_waiting_streams > 1000000) {
     return absl::InvalidArgumentError(

@@ -360,8 +360,11 @@ void StreamingCall<Api, Service>::PumpLocked() {
                     std::string(event.error.message()));
     }
     api_.Translate(std::move(response), &pending_);
+    pending_pushed_.resize(pending_.size(), event.pushed);
     // A client behind on reading gets the newest interim result, not every one.
     if (const int dropped = CoalesceInterims(&pending_); dropped > 0) {
+      // Those were the ones just before the last.
+      pending_pushed_.erase(pending_pushed_.end() - 1 - dropped, pending_pushed_.end() - 1);
       context_->metrics.interim_results_coalesced.fetch_add(dropped, std::memory_order_relaxed);
     }
   }
@@ -378,6 +381,8 @@ void StreamingCall<Api, Service>::PumpLocked() {
   }
   response_ = std::move(pending_.front());
   pending_.pop_front();
+  response_pushed_ = pending_pushed_.front();
+  pending_pushed_.pop_front();
   writing_ = true;
   ++outstanding_;
   response_started_ = std::chrono::steady_clock::now();
@@ -399,8 +404,12 @@ void StreamingCall<Api, Service>::OnWriteDone(bool ok) {
     writing_ = false;
     if (response_started_ != std::chrono::steady_clock::time_point{}) {
       // A response's write (not the metadata's or a bare status).
-      context_->metrics.stage(Stage::kWriteWait)
-          .Add(Nanoseconds(std::chrono::steady_clock::now() - response_started_));
+      const auto now = std::chrono::steady_clock::now();
+      context_->metrics.stage(Stage::kWriteWait).Add(Nanoseconds(now - response_started_));
+      if (ok && response_pushed_ != std::chrono::steady_clock::time_point{}) {
+        context_->metrics.response_delivery_s.Observe(
+            std::chrono::duration<double>(now - response_pushed_).count());
+      }
       response_started_ = {};
     }
     if (finish_deferred_) {

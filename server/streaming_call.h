@@ -229,7 +229,11 @@ class StreamingCall {
   Response response_;  // The write in flight.
   // When the response write in flight started (epoch: none, or another write).
   std::chrono::steady_clock::time_point response_started_{};
+  // When the engine pushed the event the response in flight came from.
+  std::chrono::steady_clock::time_point response_pushed_{};
   std::deque<Response> pending_;
+  // pending_'s events' StreamEvent::pushed, one per response.
+  std::deque<std::chrono::steady_clock::time_point> pending_pushed_;
   ParsedConfig config_;
   std::unique_ptr<scheduler::EngineStream> stream_;
   std::vector<int16_t> samples_;  // Scratch for decoded audio (the read's alone).

@@ -394,6 +394,43 @@ TEST(EngineTest, WideCohortsReadTheirResultsOnEveryHostThread) {
   ExpectAllFreed(engine);
 }
 
+TEST_P(EngineFrontEndTest, CohortsAreCappedAtMaxCohortRowsAndTheRestRunNext) {
+  // 40 streams, all audio at once, but cohorts of at most 8 rows: every
+  // tick leaves ready streams for the next, none is starved or reordered,
+  // and each stream gets what it gets alone.
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  EngineConfig config = Config();
+  config.max_batch_size = 40;
+  config.max_cohort_rows = 8;
+  config.max_wait_ms = 1000;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(77);
+  constexpr int kStreams = 40;
+  std::vector<std::vector<int16_t>> audio;
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    audio.push_back(MakeAudio(rng, 0.8 + 0.05 * (i % 7), 16000));
+    streams.push_back(*engine.OpenStream({}));
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(streams[i]->PushAudio(audio[i]).ok());
+    ASSERT_TRUE(streams[i]->EndAudio().ok());
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    Collected c = Collect(*streams[i]);
+    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
+    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, audio[i], 16000, {}),
+                      "stream " + std::to_string(i));
+  }
+  const Histogram::Snapshot batches = engine.stats().batch_size.Read();
+  ASSERT_EQ(batches.upper_bounds[3], 8.0);
+  EXPECT_EQ(batches.cumulative[3], batches.count) << "a cohort was wider than 8 rows";
+  // The streams' chunks were batched (eight rows most ticks), not run alone.
+  EXPECT_GT(batches.sum / batches.count, 4.0);
+  ExpectAllFreed(engine);
+}
+
 TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
@@ -695,6 +732,11 @@ TEST(EngineTest, BadRequestsNameTheField) {
   EngineConfig bad;
   bad.max_batch_size = 0;
   EXPECT_NE(bad.Validate().message().find("max_batch_size: 0"), std::string::npos);
+  bad.max_batch_size = EngineConfig::kMaxSlots + 1;
+  EXPECT_NE(bad.Validate().message().find("max_batch_size: 131073"), std::string::npos);
+  EngineConfig wide;
+  wide.max_cohort_rows = EngineConfig::kMaxCohortRows + 1;
+  EXPECT_NE(wide.Validate().message().find("max_cohort_rows: 65537"), std::string::npos);
   EngineConfig threads;
   threads.frontend_threads = -1;
   EXPECT_NE(threads.Validate().message().find("frontend_threads: -1"), std::string::npos);

@@ -403,6 +403,14 @@ TEST_F(RecognitionTest, MetricsAreValidPrometheusTextWithTheEngineFigures) {
   EXPECT_GE(m["oasr_grpc_stage_total{stage=\"reaction\"}"],
             m["oasr_grpc_stage_total{stage=\"read_wait\"}"] - 16)
       << "nearly every delivered message has its reaction";
+  // Every response written (the final at least) was delivered after its
+  // engine event, within the scrape's bounds; coalesced ones are not counted.
+  const double delivered = m["oasr_grpc_response_delivery_seconds_count"];
+  EXPECT_GE(delivered, 1);
+  EXPECT_LE(delivered, m["oasr_grpc_stage_total{stage=\"write_wait\"}"]);
+  EXPECT_EQ(m["oasr_grpc_response_delivery_seconds_bucket{le=\"+Inf\"}"], delivered);
+  EXPECT_GT(m["oasr_grpc_response_delivery_seconds_sum"], 0);
+  EXPECT_LT(m["oasr_grpc_response_delivery_seconds_sum"], 3600 * delivered);
 }
 
 TEST(RecognitionLimitsTest, BeyondTheStreamLimitIsResourceExhaustedWhileAdmittedStreamsGoOn) {

@@ -36,7 +36,7 @@ TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
       {[](ServerOptions& o) { o.model_dir = "/nonexistent/model"; },
        "model_dir: '/nonexistent/model'"},
       {[](ServerOptions& o) { o.max_active_streams = 0; }, "max_active_streams: 0"},
-      {[](ServerOptions& o) { o.max_active_streams = 65537; }, "max_active_streams: 65537"},
+      {[](ServerOptions& o) { o.max_active_streams = 131073; }, "max_active_streams: 131073"},
       {[](ServerOptions& o) { o.max_waiting_streams = -1; }, "max_waiting_streams: -1"},
       {[](ServerOptions& o) { o.max_buffered_audio_seconds = 0; }, "max_buffered_audio_seconds: 0"},
       {[](ServerOptions& o) { o.num_threads = 0; }, "num_threads: 0"},

@@ -8,6 +8,7 @@
 # files go to OUT_DIR (server.log, load.txt, metrics_<t>.txt, timeline.txt,
 # threads.txt: CPU per thread group of both processes, tools/gpu/thread_cpu.py).
 # Extra arguments go to the server (e.g. --grpc-threads 12); DEVICE, FRONT_END,
+# CLIENT_FLAGS (more load generator flags, e.g. "--chunk-ms 250"),
 # MAX_ACTIVE, CLIENT_THREADS and CLIENT_CHANNELS override the defaults.
 #   tools/gpu/grpc_stage_probe.sh BUNDLE STREAMS SECONDS OUT_DIR [server flags...]
 set -u
@@ -28,7 +29,7 @@ echo "server up after $(( $(date +%s) - t0 )) s" > "$out/timeline.txt"
 "$bundle/bin/oasr-client" --server "127.0.0.1:$grpc" load samples/*.wav --concurrency "$streams" \
   --duration "$seconds" --ramp 4 --min-seconds 5 --max-seconds 20 \
   --threads "${CLIENT_THREADS:-6}" --channels "${CLIENT_CHANNELS:-64}" \
-  --report-json "$out/load.json" > "$out/load.txt" 2>&1 &
+  --report-json "$out/load.json" ${CLIENT_FLAGS:-} > "$out/load.txt" 2>&1 &
 client=$!
 python3 -B "$(dirname "$0")/thread_cpu.py" --interval 8 --count $(( (seconds + 16) / 8 )) "$server" "$client" > "$out/threads.txt" 2>&1 &
 sampler=$!
