@@ -117,7 +117,11 @@ int64_t CacheConfig::max_logical_blocks() const {
 
 int64_t CacheConfig::blocks_per_stream() const {
   if (eviction_enabled()) {
-    return CeilDiv(retained_frames() + block_size_frames - 1 + chunk_size, block_size_frames);
+    // The retained window and the chunk in flight, plus a partly filled
+    // block when a chunk may start mid-block.
+    const bool aligned = full_chunks && chunk_size == block_size_frames;
+    return CeilDiv(retained_frames() + (aligned ? 0 : block_size_frames - 1) + chunk_size,
+                   block_size_frames);
   }
   if (max_batch_size <= 0) return 0;
   return std::min<int64_t>(max_blocks_per_seq, max_num_blocks / max_batch_size);

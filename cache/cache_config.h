@@ -40,6 +40,13 @@ struct CacheConfig {
   // reports the same cache length (seed section 10.2). Needs eviction on and
   // chunk_size == block_size_frames.
   bool prefill_kv_window = false;
+  // Every chunk of a stream but its last has chunk_size frames (the
+  // engine's streams: a short chunk only at the end of the audio). With
+  // eviction and chunk_size == block_size_frames a stream's history then
+  // always ends on a block boundary before a chunk, so it needs no partly
+  // filled block: blocks_per_stream is one less. A stream that breaks it
+  // (a short chunk, then another) finds itself at capacity.
+  bool full_chunks = false;
 
   DType dtype = DType::kFloat16;
   Device device = Device::Cpu();

@@ -192,6 +192,8 @@ absl::Status Engine::Init() {
   c.chunk_size = g.chunk_size;
   c.num_left_chunks = config_.num_left_chunks == -2 ? g.num_left_chunks : config_.num_left_chunks;
   c.block_size_frames = g.chunk_size;
+  // Only a stream's last chunk is short (ChunkFrames): no partly filled block.
+  c.full_chunks = true;
   c.max_batch_size = slots;
   c.max_blocks_per_seq = config_.max_blocks_per_seq;
   c.max_num_blocks = config_.max_num_blocks;

@@ -207,6 +207,42 @@ TEST_P(AttentionCacheTest, EvictionWithChunksSmallerThanBlocksKeepsAtLeastTheWin
   }
 }
 
+TEST_P(AttentionCacheTest, FullChunksNeedNoPartlyFilledBlock) {
+  // Chunks of a block each, a window of two: with full_chunks a stream holds
+  // at most three blocks (the window and the chunk in flight), and a pool of
+  // exactly that per stream serves long streams ending in a short chunk.
+  CacheConfig c = SmallConfig();
+  c.num_left_chunks = 2;
+  c.full_chunks = true;
+  c.max_batch_size = 2;
+  c.max_num_blocks = 6;
+  ASSERT_EQ(c.blocks_per_stream(), 3);
+  ASSERT_TRUE(c.Validate().ok()) << c.Validate();
+  Build(c);
+  Add(0);
+  Add(1);
+  int64_t total = 0;
+  for (int chunk = 0; chunk < 30; ++chunk) {
+    for (int slot : {0, 1}) {
+      ASSERT_TRUE(att_->PrepareChunk(slot).ok()) << chunk;
+      const int frames = chunk == 29 ? 2 : 4;  // The last one short.
+      for (int f = 0; f < frames; ++f) WriteFrame(slot, Frames(slot) + f, total + f);
+      ASSERT_TRUE(att_->CommitChunkPaged(slot, frames).ok());
+      EXPECT_LE(Blocks(slot).size(), 3u);
+    }
+    total += chunk == 29 ? 2 : 4;
+  }
+  for (int slot : {0, 1}) {
+    const int64_t held = Frames(slot);
+    EXPECT_EQ(held, 10);  // The window (8) and the short chunk's 2.
+    for (int64_t p = 0; p < held; ++p) EXPECT_EQ(ReadFrameK(slot, p), total - held + p) << p;
+  }
+  // A chunk after a short one would straddle blocks: refused, unchanged.
+  const absl::Status s = att_->PrepareChunk(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Blocks(0).size(), 3u);
+}
+
 TEST_P(AttentionCacheTest, AStreamAtCapacityIsReportedAndRefusedWithoutChange) {
   CacheConfig c = SmallConfig();
   c.max_num_blocks = 16;  // 8 streams: 2 blocks each, 8 frames.

@@ -50,7 +50,12 @@ TEST(CacheConfigTest, EvictionBoundsWhatAStreamHolds) {
   EXPECT_EQ(c.blocks_per_stream(), 6);
   EXPECT_EQ(c.min_pool_blocks(), 32 * 6);
 
-  c.chunk_size = 8;  // Window 32 frames in blocks of 16.
+  // Full chunks of a block each never leave a partly filled block: 64 + 16.
+  c.full_chunks = true;
+  EXPECT_EQ(c.blocks_per_stream(), 5);
+  EXPECT_EQ(c.min_pool_blocks(), 32 * 5);
+
+  c.chunk_size = 8;  // Window 32 frames in blocks of 16 (a chunk may start mid-block).
   EXPECT_EQ(c.max_logical_blocks(), 2);
   EXPECT_EQ(c.blocks_per_stream(), 4);  // ceil((32 + 15 + 8) / 16)
 }

@@ -9,7 +9,10 @@
 # threads.txt: CPU per thread group of both processes, tools/gpu/thread_cpu.py).
 # Extra arguments go to the server (e.g. --grpc-threads 12); DEVICE, FRONT_END,
 # CLIENT_FLAGS (more load generator flags, e.g. "--chunk-ms 250"),
-# MAX_ACTIVE, CLIENT_THREADS and CLIENT_CHANNELS override the defaults.
+# MAX_ACTIVE, CLIENT_THREADS and CLIENT_CHANNELS override the defaults;
+# PROFILER (the path of gperftools' libprofiler.so, which travels with its
+# libunwind) samples both processes' CPU into server.prof and client.prof
+# (google-pprof --text BINARY PROFILE reads them).
 #   tools/gpu/grpc_stage_probe.sh BUNDLE STREAMS SECONDS OUT_DIR [server flags...]
 set -u
 bundle=$1 streams=$2 seconds=$3 out=$4; shift 4
@@ -18,7 +21,10 @@ export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
 ulimit -n 65536 2>/dev/null || true
 t0=$(date +%s)
 port_file=$(mktemp -u /tmp/oasr-probe-XXXXXX.json)
-"$bundle/bin/oasr-server" --address 127.0.0.1 --port 0 --metrics-port 0 --port-file "$port_file" \
+profile() { # NAME: the environment that samples a process into $out/NAME.prof
+  [ -n "${PROFILER:-}" ] && echo "LD_PRELOAD=$PROFILER CPUPROFILE=$out/$1.prof CPUPROFILE_FREQUENCY=250"
+}
+env $(profile server) "$bundle/bin/oasr-server" --address 127.0.0.1 --port 0 --metrics-port 0 --port-file "$port_file" \
   --model-dir models/en-conformer-ctc --device "${DEVICE:-cuda}" --search greedy --front-end "${FRONT_END:-device}" \
   --max-active-streams "${MAX_ACTIVE:-$((streams * 2))}" --max-waiting-streams 8000 --max-streams-per-peer 0 \
   "$@" > "$out/server.log" 2>&1 &
@@ -26,7 +32,7 @@ server=$!
 for _ in $(seq 1 600); do [ -s "$port_file" ] && break; sleep 0.2; done
 read -r grpc metrics < <(python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(p['grpc_port'], p['metrics_port'])" "$port_file")
 echo "server up after $(( $(date +%s) - t0 )) s" > "$out/timeline.txt"
-"$bundle/bin/oasr-client" --server "127.0.0.1:$grpc" load samples/*.wav --concurrency "$streams" \
+env $(profile client) "$bundle/bin/oasr-client" --server "127.0.0.1:$grpc" load samples/*.wav --concurrency "$streams" \
   --duration "$seconds" --ramp 4 --min-seconds 5 --max-seconds 20 \
   --threads "${CLIENT_THREADS:-6}" --channels "${CLIENT_CHANNELS:-64}" \
   --report-json "$out/load.json" ${CLIENT_FLAGS:-} > "$out/load.txt" 2>&1 &
