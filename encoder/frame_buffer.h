@@ -8,12 +8,35 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace oasr::encoder {
+
+// An allocator whose value-initialization leaves floats as they are: Append
+// hands out room its caller fills at once, so zeroing it first (a memset
+// of every frame, kilobytes a message) would be wasted.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 class FrameBuffer {
  public:
@@ -24,7 +47,8 @@ class FrameBuffer {
   // The first frame still held.
   int64_t first() const { return first_; }
 
-  // Room for `n` more frames at the end: [n, dim] floats to fill.
+  // Room for `n` more frames at the end: [n, dim] floats to fill (not
+  // zeroed: the caller writes every one).
   float* Append(int64_t n) {
     const size_t at = data_.size();
     data_.resize(at + static_cast<size_t>(n) * dim_);
@@ -54,7 +78,7 @@ class FrameBuffer {
 
  private:
   int dim_;
-  std::vector<float> data_;  // [n, dim] from frame base_ on.
+  std::vector<float, DefaultInitAllocator<float>> data_;  // [n, dim] from frame base_ on.
   int64_t base_ = 0;         // The frame data_ starts with.
   int64_t first_ = 0;        // The first frame not discarded (>= base_).
 };

@@ -150,21 +150,24 @@ absl::Status StreamFrontEnd::Push(std::vector<int16_t> audio) {
 void StreamFrontEnd::PushFromClient(std::span<const int16_t> audio) {
   OASR_CHECK(pool_ != nullptr, "PushFromClient needs a front-end pool");
   const auto now = std::chrono::steady_clock::now();
-  bool submit = false;
+  bool submit = false, inline_audio = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
-    pending_.emplace_back(audio.begin(), audio.end());
     pending_time_ = now;
     submit = !scheduled_;
     scheduled_ = true;
+    // Run here on the caller's audio itself when nothing waits before it;
+    // otherwise it queues behind what does (a copy).
+    inline_audio = submit && client_runs_cheap_work_ && pending_.empty();
+    if (!inline_audio) pending_.emplace_back(audio.begin(), audio.end());
   }
   if (!submit) return;
   if (client_runs_cheap_work_) {
     // Cheaper here than a worker's wake-up; scheduled_ keeps the workers
     // off the stream meanwhile, and the reference keeps it alive.
     const std::shared_ptr<StreamFrontEnd> self = shared_from_this();
-    self->Run();
+    self->Run(inline_audio ? audio : std::span<const int16_t>());
     return;
   }
   pool_->SubmitNow(shared_from_this());
@@ -206,13 +209,14 @@ absl::Status StreamFrontEnd::error() const {
   return error_;
 }
 
-void StreamFrontEnd::Run() {
+void StreamFrontEnd::Run(std::span<const int16_t> first) {
   while (true) {
     bool end = false;
     std::chrono::steady_clock::time_point taken_time;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closed_ || !error_.ok() || (pending_.empty() && !end_pending_ && !publish_pending_)) {
+      if (closed_ || !error_.ok() ||
+          (first.empty() && pending_.empty() && !end_pending_ && !publish_pending_)) {
         scheduled_ = false;
         return;
       }
@@ -226,7 +230,12 @@ void StreamFrontEnd::Run() {
     // published, and no other worker runs this stream until scheduled_ drops.
     const auto started = std::chrono::steady_clock::now();
     absl::Status status;
+    if (!first.empty()) {
+      status = pipeline_->AcceptPcm16(first.data(), static_cast<int64_t>(first.size()));
+      first = {};
+    }
     for (const std::vector<int16_t>& audio : taken_) {
+      if (!status.ok()) break;
       status = pipeline_->AcceptPcm16(audio.data(), static_cast<int64_t>(audio.size()));
       if (!status.ok()) break;
     }

@@ -155,7 +155,9 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
  private:
   friend class FrontEndPool;
   // Worker: processes the queued audio (and end) until none is left.
-  void Run();
+  // `first`: audio of the caller's (PushFromClient), taken before pending_
+  // without a copy.
+  void Run(std::span<const int16_t> first = {});
   // Copies the pipeline's new rows into published_ (or the ring). Requires mu_.
   void PublishLocked();
   void PublishToRingLocked();

@@ -59,8 +59,8 @@ class CallQueues {
 
   int threads() const { return static_cast<int>(queues_.size()); }
 
-  // The size the server uses: a quarter of the hardware threads (the rest
-  // run the engine, its front end and decoding), at least 2, at most 8.
+  // The size the server uses: five eighths of the hardware threads (the
+  // rest run the engine, its front end and decoding), at least 2, at most 32.
   static int DefaultThreads();
 
  private:

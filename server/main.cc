@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
                  "Threads for resampling and fbank off the scheduler thread (0: on it)")
       ->capture_default_str();
   app.add_option("--grpc-threads", options.grpc_threads,
-                 "Threads (one completion queue each) that run the streaming calls (0: a quarter "
-                 "of the hardware threads, 2 to 8)")
+                 "Threads (one completion queue each) that run the streaming calls (0: five "
+                 "eighths of the hardware threads, 2 to 32)")
       ->capture_default_str();
   app.add_option("--max-pending-responses", options.max_pending_responses,
                  "Responses waiting for a slow reader before reading pauses")

@@ -96,8 +96,8 @@ struct ServerOptions {
   // threads, at most 4, at least 1.
   int frontend_threads = DefaultFrontendThreads();
   // Completion queues (one polling thread each) the streaming calls run on;
-  // 0: CallQueues::DefaultThreads() (a quarter of the hardware threads, 2
-  // to 8).
+  // 0: CallQueues::DefaultThreads() (five eighths of the hardware threads,
+  // 2 to 32).
   int grpc_threads = 0;
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio.
