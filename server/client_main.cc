@@ -227,7 +227,7 @@ int RunRecognize(const std::shared_ptr<grpc::Channel>& channel, const std::strin
 struct LoadFlags {
   oasr::server::LoadOptions options;
   int threads = 0;   // 0: one per core, at most 8.
-  int channels = 0;  // 0: one per thread.
+  int channels = 0;  // 0: oasr::server::DefaultLoadChannels.
   std::string report_json;
   std::string records_json;
 };
@@ -252,7 +252,9 @@ int RunLoadTest(const oasr::server::ChannelOptions& channel_options,
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.threads = load.threads > 0 ? load.threads : std::min(8, cores);
-  const int channels = load.channels > 0 ? load.channels : options.threads;
+  const int channels = load.channels > 0
+                           ? load.channels
+                           : oasr::server::DefaultLoadChannels(options.threads, options.concurrency);
   for (int c = 0; c < channels; ++c) {
     oasr::server::ChannelOptions own = channel_options;
     own.own_connection = true;
@@ -523,7 +525,8 @@ int main(int argc, char** argv) {
   load->add_option("--threads", l.threads,
                    "Completion-queue threads (default: one per core, at most 8)");
   load->add_option("--channels", l.channels,
-                   "Connections the streams are spread over (default: one per thread)");
+                   "Connections the streams are spread over (default: one per 40 streams, at "
+                   "least one per thread)");
   load->add_option("--rates", o.rates,
                    "Sample rates streams pick from at random, e.g. 8000,16000,44100 (the files "
                    "are resampled; default: each file's own)")

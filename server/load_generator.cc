@@ -590,6 +590,12 @@ absl::Status LoadOptions::Validate() const {
   return absl::OkStatus();
 }
 
+int DefaultLoadChannels(int threads, int concurrency) {
+  constexpr int kStreamsPerChannel = 40, kMaxChannels = 4096;
+  const int by_streams = (std::max(concurrency, 0) + kStreamsPerChannel - 1) / kStreamsPerChannel;
+  return std::clamp(std::max(threads, by_streams), 1, kMaxChannels);
+}
+
 absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
   if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   // As the server does: no lock-graph bookkeeping in gRPC's every operation.

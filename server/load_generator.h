@@ -169,6 +169,12 @@ bool GetModelClock(const std::shared_ptr<grpc::Channel>& channel, const std::str
 // sent and processed, final result, latency, status).
 std::string RecordsToJsonLines(const std::vector<StreamRecord>& records);
 
+// The connections a load of `concurrency` streams on `threads` threads
+// spreads over by default: one per 40 streams (an HTTP/2 connection's work
+// is done one piece at a time: on the H200 box 20,000 streams fell behind on
+// 64 connections and held on 512), at least one per thread, at most 4,096.
+int DefaultLoadChannels(int threads, int concurrency);
+
 // Runs the load and returns its report; INVALID_ARGUMENT for bad options.
 // Blocks until every stream has ended (each bounded by timeout_s).
 absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options);

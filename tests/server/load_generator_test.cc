@@ -62,6 +62,15 @@ TEST(LatencyHistogramTest, PercentilesAreWithinOnePercent) {
   EXPECT_DOUBLE_EQ(h.Percentile(1.0), 5000);
 }
 
+TEST(LoadOptionsTest, DefaultChannelsAreOnePer40StreamsAndAtLeastOnePerThread) {
+  EXPECT_EQ(oasr::server::DefaultLoadChannels(8, 16), 8);
+  EXPECT_EQ(oasr::server::DefaultLoadChannels(8, 400), 10);
+  EXPECT_EQ(oasr::server::DefaultLoadChannels(10, 20000), 500);
+  EXPECT_EQ(oasr::server::DefaultLoadChannels(1, 1), 1);
+  EXPECT_EQ(oasr::server::DefaultLoadChannels(0, 0), 1);
+  EXPECT_EQ(oasr::server::DefaultLoadChannels(8, 1000000), 4096);
+}
+
 TEST(LoadOptionsTest, BadOptionsNameTheField) {
   server::LoadOptions options;
   EXPECT_NE(options.Validate().message().find("channels"), std::string::npos);

@@ -18,5 +18,5 @@ exec python3 -B scripts/load_runs.py --bin "$bundle/bin" --start-timeout 300 --o
   --server-flag=--device=cuda --server-flag=--search=greedy --server-flag=--front-end=device \
   --server-flag=--max-active-streams=${MAX_ACTIVE:-40000} --server-flag=--max-waiting-streams=8000 \
   --server-flag=--max-streams-per-peer=0 \
-  --client-flag=--threads=${CLIENT_THREADS:-4} --client-flag=--channels=${CLIENT_CHANNELS:-32} \
+  --client-flag=--threads=${CLIENT_THREADS:-10} --client-flag=--channels=${CLIENT_CHANNELS:-0} \
   "$@" capacity --levels "$levels" --seconds "$seconds" --clients "${CLIENTS:-1}"

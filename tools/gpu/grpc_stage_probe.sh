@@ -34,7 +34,7 @@ read -r grpc metrics < <(python3 -c "import json,sys; p=json.load(open(sys.argv[
 echo "server up after $(( $(date +%s) - t0 )) s" > "$out/timeline.txt"
 env $(profile client) "$bundle/bin/oasr-client" --server "127.0.0.1:$grpc" load samples/*.wav --concurrency "$streams" \
   --duration "$seconds" --ramp 4 --min-seconds 5 --max-seconds 20 \
-  --threads "${CLIENT_THREADS:-6}" --channels "${CLIENT_CHANNELS:-64}" \
+  --threads "${CLIENT_THREADS:-10}" --channels "${CLIENT_CHANNELS:-0}" \
   --report-json "$out/load.json" ${CLIENT_FLAGS:-} > "$out/load.txt" 2>&1 &
 client=$!
 python3 -B "$(dirname "$0")/thread_cpu.py" --interval 8 --count $(( (seconds + 16) / 8 )) "$server" "$client" > "$out/threads.txt" 2>&1 &
