@@ -495,9 +495,14 @@ int Main(int argc, char** argv) {
     streams_list =
         settings.model.device.is_cuda() ? "1000,2000,5000,10000,20000,40000,60000,80000" : "2,4,8";
   }
+  const std::string cohort_rows =
+      settings.engine.max_cohort_rows > 0
+          ? std::to_string(settings.engine.max_cohort_rows)
+          : "min(slots, " + std::to_string(EngineConfig::kDefaultCohortRows) + ")";
   std::printf(
       "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
-      "graphs %s, %s decode%s, ticks %s, PCM %s, %d drivers; %.0f s of sample audio "
+      "graphs %s, %s decode%s, ticks %s, PCM %s, cohorts of up to %s rows, %d drivers; %.0f s "
+      "of sample audio "
       "cycled; streams of %.0f-%.0f s, 640 ms pieces; measured %.0f s after %.0f s; goal p99 <= "
       "%.3f s\n",
       model_dir.c_str(), settings.model.device.ToString().c_str(), search.c_str(),
@@ -506,7 +511,7 @@ int Main(int argc, char** argv) {
       settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned",
       no_decode_thread ? " on the scheduler thread" : "",
       !settings.model.device.is_cuda() || no_overlap ? "one at a time" : "overlapped",
-      no_pcm_rings ? "staged" : "in rings", settings.drivers, audio.size() / double{kRate},
+      no_pcm_rings ? "staged" : "in rings", cohort_rows.c_str(), settings.drivers, audio.size() / double{kRate},
       settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
   std::fflush(stdout);
   int held = 0;
