@@ -511,8 +511,9 @@ int Main(int argc, char** argv) {
       settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned",
       no_decode_thread ? " on the scheduler thread" : "",
       !settings.model.device.is_cuda() || no_overlap ? "one at a time" : "overlapped",
-      no_pcm_rings ? "staged" : "in rings", cohort_rows.c_str(), settings.drivers, audio.size() / double{kRate},
-      settings.seconds / 2, settings.seconds, settings.run, settings.warm, settings.p99);
+      no_pcm_rings ? "staged" : "in rings", cohort_rows.c_str(), settings.drivers,
+      audio.size() / double{kRate}, settings.seconds / 2, settings.seconds, settings.run,
+      settings.warm, settings.p99);
   std::fflush(stdout);
   int held = 0;
   for (absl::string_view part : absl::StrSplit(streams_list, ',')) {

@@ -23,10 +23,9 @@ absl::Status EngineConfig::Validate() const {
         absl::StrCat("max_batch_size: ", max_batch_size, " is outside [1, ", kMaxSlots, "]"));
   }
   if (max_cohort_rows < 0 || max_cohort_rows > kMaxCohortRows) {
-    return absl::InvalidArgumentError(absl::StrCat("max_cohort_rows: ", max_cohort_rows,
-                                                   " is outside [0, ", kMaxCohortRows,
-                                                   "] (0: max_batch_size, at most ",
-                                                   kDefaultCohortRows, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_cohort_rows: ", max_cohort_rows, " is outside [0, ", kMaxCohortRows,
+                     "] (0: max_batch_size, at most ", kDefaultCohortRows, ")"));
   }
   if (max_waiting < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_waiting: ", max_waiting, " is negative"));
@@ -121,10 +120,9 @@ absl::Status Engine::Init() {
   window_frames_ = g.WindowFrames(g.chunk_size);
   right_context_ = g.right_context;
   const int slots = config_.max_batch_size;
-  cohort_rows_ = config_.max_cohort_rows > 0
-                     ? std::min(config_.max_cohort_rows, slots)
-                     : std::min(slots, EngineConfig::kDefaultCohortRows);
-  const int capacity = cohort_rows_;
+  cohort_rows_ = config_.max_cohort_rows > 0 ? std::min(config_.max_cohort_rows, slots)
+                                             : std::min(slots, EngineConfig::kDefaultCohortRows);
+  const int rows = cohort_rows_;
 
   // What every tick needs at fixed addresses first (the workspace, the plan
   // staging, the log-probs and the decoder's candidates, all for the widest
@@ -132,18 +130,17 @@ absl::Status Engine::Init() {
   const int k = decoder_->candidates_per_frame();
   if (config_.pruned_decode && k <= kernels::kMaxTopK) {
     absl::StatusOr<CohortCandidates> candidates = CohortCandidates::Create(
-        capacity, g.chunk_size, k, decoder_->config().search.blank_id, ctx_->device());
+        rows, g.chunk_size, k, decoder_->config().search.blank_id, ctx_->device());
     if (!candidates.ok()) return candidates.status();
     candidates_.emplace(std::move(*candidates));
   }
   // Whole log-probs are staged through the host workspace only without them.
   const size_t host_bytes =
       ctx_->is_cuda() && !candidates_.has_value()
-          ? static_cast<size_t>(capacity) * g.chunk_size * g.vocab_size * sizeof(float) +
+          ? static_cast<size_t>(rows) * g.chunk_size * g.vocab_size * sizeof(float) +
                 Arena::kAlignment
           : 0;
-  if (absl::Status s = ctx_->ReserveWorkspace(model_->WorkspaceBytes(capacity), host_bytes);
-      !s.ok()) {
+  if (absl::Status s = ctx_->ReserveWorkspace(model_->WorkspaceBytes(rows), host_bytes); !s.ok()) {
     return s;
   }
   using FrontEnd = EngineConfig::FrontEnd;
@@ -170,16 +167,16 @@ absl::Status Engine::Init() {
     ZeroTensor(pcm_rings_.view());
   }
   absl::StatusOr<std::unique_ptr<CohortStaging>> staging = CohortStaging::Create(
-      capacity, window_frames_, g.feature_dim, ctx_->device(), pcm_stride, pcm_ring_);
+      rows, window_frames_, g.feature_dim, ctx_->device(), pcm_stride, pcm_ring_);
   if (!staging.ok()) return staging.status();
   staging_ = std::move(*staging);
   absl::StatusOr<Tensor> log_probs =
-      Tensor::Empty({capacity, g.chunk_size, g.vocab_size}, DType::kFloat32, ctx_->device());
+      Tensor::Empty({rows, g.chunk_size, g.vocab_size}, DType::kFloat32, ctx_->device());
   if (!log_probs.ok()) return log_probs.status();
   log_probs_ = std::move(*log_probs);
   if (rescorer_ != nullptr) {
     absl::StatusOr<Tensor> encoder_out =
-        Tensor::Empty({capacity, g.chunk_size, g.encoder_dim}, DType::kFloat32, ctx_->device());
+        Tensor::Empty({rows, g.chunk_size, g.encoder_dim}, DType::kFloat32, ctx_->device());
     if (!encoder_out.ok()) return encoder_out.status();
     encoder_out_ = std::move(*encoder_out);
     absl::StatusOr<SegmentMemory> memory =
@@ -228,12 +225,12 @@ absl::Status Engine::Init() {
   // With eviction a stream keeps only its window and is never at capacity
   // (AttentionCacheManager::AtCapacity), so the per-chunk check is skipped.
   check_capacity_ = !cache_config_.eviction_enabled();
-  rows_.reserve(capacity);
-  row_slots_.reserve(capacity);
-  row_states_.reserve(capacity);
-  row_frames_.reserve(capacity);
-  row_status_.reserve(capacity);
-  latencies_.reserve(capacity);
+  rows_.reserve(rows);
+  row_slots_.reserve(rows);
+  row_states_.reserve(rows);
+  row_frames_.reserve(rows);
+  row_status_.reserve(rows);
+  latencies_.reserve(rows);
   active_.reserve(slots);
   ready_.reserve(slots);
   ready_now_.reserve(slots);
@@ -241,9 +238,9 @@ absl::Status Engine::Init() {
   stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
   overlap_ =
       ctx_->is_cuda() && config_.overlap_ticks && candidates_.has_value() && rescorer_ == nullptr;
-  inflight_.reserve(capacity);
+  inflight_.reserve(rows);
   if (overlap_ && config_.decode_thread) {
-    decoding_.reserve(capacity);
+    decoding_.reserve(rows);
     decode_pool_ = std::make_unique<ThreadPool>(ctx_->threads().threads());
     decode_thread_ = std::thread([this] {
       SetThreadName("oasr-decode");
@@ -260,8 +257,7 @@ absl::Status Engine::Init() {
 
 absl::Status Engine::CaptureGraphs() {
   const auto start = Clock::now();
-  const int capacity = cohort_rows_;
-  graph_widths_ = GraphLadder(capacity);
+  graph_widths_ = GraphLadder(cohort_rows_);
   GpuStream stream = ctx_->stream();
   int nodes = 0;
   for (int width : graph_widths_) {
@@ -289,7 +285,7 @@ absl::Status Engine::CaptureGraphs() {
   if (absl::Status s = ctx_->Synchronize(); !s.ok()) return s;
   spdlog::info(
       "captured {} CUDA graphs of the cohort forward (widths 1 to {}, {} nodes) in {:.0f} ms",
-      graphs_.size(), capacity, nodes,
+      graphs_.size(), cohort_rows_, nodes,
       std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   return absl::OkStatus();
 }
@@ -307,8 +303,8 @@ void Engine::LogConfiguration() const {
   spdlog::info(
       "engine on {}: {} slots, cohorts of up to {} rows, chunk {} frames ({} ms), left chunks "
       "{}, pool {} blocks ({:.1f} MiB {}), {}, front end {}{}",
-      ctx_->Describe(), cache_config_.max_batch_size, cohort_rows_, g.chunk_size, g.chunk_size * frame_shift_ms_,
-      cache_config_.num_left_chunks, cache_config_.max_num_blocks,
+      ctx_->Describe(), cache_config_.max_batch_size, cohort_rows_, g.chunk_size,
+      g.chunk_size * frame_shift_ms_, cache_config_.num_left_chunks, cache_config_.max_num_blocks,
       cache_config_.pool_bytes() / 1048576.0, DTypeName(cache_config_.dtype), history,
       config_.frontend_threads > 0 ? absl::StrCat(config_.frontend_threads, " threads")
                                    : std::string("inline"),

@@ -252,9 +252,9 @@ int RunLoadTest(const oasr::server::ChannelOptions& channel_options,
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.threads = load.threads > 0 ? load.threads : std::min(8, cores);
-  const int channels = load.channels > 0
-                           ? load.channels
-                           : oasr::server::DefaultLoadChannels(options.threads, options.concurrency);
+  const int channels =
+      load.channels > 0 ? load.channels
+                        : oasr::server::DefaultLoadChannels(options.threads, options.concurrency);
   for (int c = 0; c < channels; ++c) {
     oasr::server::ChannelOptions own = channel_options;
     own.own_connection = true;

@@ -359,12 +359,12 @@ void StreamingCall<Api, Service>::PumpLocked() {
                     scheduler::FinishReasonName(*event.finish), event.error.ok() ? "" : ": ",
                     std::string(event.error.message()));
     }
-    api_.Translate(std::move(response), &pending_);
-    pending_pushed_.resize(pending_.size(), event.pushed);
+    api_.Translate(std::move(response), &translated_);
+    for (Response& translated : translated_)
+      pending_.push_back({std::move(translated), event.pushed});
+    translated_.clear();
     // A client behind on reading gets the newest interim result, not every one.
-    if (const int dropped = CoalesceInterims(&pending_); dropped > 0) {
-      // Those were the ones just before the last.
-      pending_pushed_.erase(pending_pushed_.end() - 1 - dropped, pending_pushed_.end() - 1);
+    if (const int dropped = CoalesceInterims(&pending_, &Pending::response); dropped > 0) {
       context_->metrics.interim_results_coalesced.fetch_add(dropped, std::memory_order_relaxed);
     }
   }
@@ -379,10 +379,9 @@ void StreamingCall<Api, Service>::PumpLocked() {
     }
     return;
   }
-  response_ = std::move(pending_.front());
+  response_ = std::move(pending_.front().response);
+  response_pushed_ = pending_.front().pushed;
   pending_.pop_front();
-  response_pushed_ = pending_pushed_.front();
-  pending_pushed_.pop_front();
   writing_ = true;
   ++outstanding_;
   response_started_ = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -62,15 +63,20 @@ bool InterimOnly(const Response& response) {
 // interim-only response followed by another says nothing the later one does
 // not (interim results replace each other), so it is dropped; finals, events
 // without results and the order are kept. Returns how many were dropped.
-template <typename Response>
-int CoalesceInterims(std::deque<Response>* pending) {
+// `response_of` gives an entry's response (entries may carry more).
+template <typename Entry, typename ResponseOf>
+int CoalesceInterims(std::deque<Entry>* pending, ResponseOf response_of) {
   int dropped = 0;
-  while (pending->size() >= 2 && InterimOnly(pending->back()) &&
-         InterimOnly(*(pending->end() - 2))) {
+  while (pending->size() >= 2 && InterimOnly(std::invoke(response_of, pending->back())) &&
+         InterimOnly(std::invoke(response_of, *(pending->end() - 2)))) {
     pending->erase(pending->end() - 2);
     ++dropped;
   }
   return dropped;
+}
+template <typename Response>
+int CoalesceInterims(std::deque<Response>* pending) {
+  return CoalesceInterims(pending, std::identity{});
 }
 
 // The first message of a call, checked as the server checks it before
@@ -231,9 +237,14 @@ class StreamingCall {
   std::chrono::steady_clock::time_point response_started_{};
   // When the engine pushed the event the response in flight came from.
   std::chrono::steady_clock::time_point response_pushed_{};
-  std::deque<Response> pending_;
-  // pending_'s events' StreamEvent::pushed, one per response.
-  std::deque<std::chrono::steady_clock::time_point> pending_pushed_;
+  // A response waiting for the write in flight, and its event's
+  // StreamEvent::pushed.
+  struct Pending {
+    Response response;
+    std::chrono::steady_clock::time_point pushed;
+  };
+  std::deque<Pending> pending_;
+  std::deque<Response> translated_;  // Scratch: one event's responses (Api::Translate).
   ParsedConfig config_;
   std::unique_ptr<scheduler::EngineStream> stream_;
   std::vector<int16_t> samples_;  // Scratch for decoded audio (the read's alone).

@@ -357,6 +357,28 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
   }
 }
 
+// Opens a stream per 16 kHz clip with `request`, sends each clip whole and
+// ends it at once, then expects every stream to finish with what its clip
+// gives alone (and with interim results on the way when `partials`).
+void ExpectAllAtOnceAsAlone(const TestEngine& setup, const std::vector<std::vector<int16_t>>& audio,
+                            const StreamRequest& request, bool partials) {
+  Engine& engine = *setup.engine;
+  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (size_t i = 0; i < audio.size(); ++i) streams.push_back(*engine.OpenStream(request));
+  for (size_t i = 0; i < audio.size(); ++i) {
+    ASSERT_TRUE(streams[i]->PushAudio(audio[i]).ok());
+    ASSERT_TRUE(streams[i]->EndAudio().ok());
+  }
+  for (size_t i = 0; i < audio.size(); ++i) {
+    Collected c = Collect(*streams[i]);
+    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
+    if (partials) EXPECT_GT(c.partials, 0) << "stream " << i;
+    ExpectSameResults(c.finals,
+                      TranscribeAlone(engine, *setup.model, audio[i], 16000, request.decode),
+                      "stream " + std::to_string(i));
+  }
+}
+
 TEST(EngineTest, WideCohortsReadTheirResultsOnEveryHostThread) {
   // 96 streams of the same length, all audio at once: their chunks run as
   // cohorts of 96 rows, staged, searched and read (interim results included)
@@ -371,24 +393,9 @@ TEST(EngineTest, WideCohortsReadTheirResultsOnEveryHostThread) {
   TestEngine setup = MakeEngine(config, /*cpu_threads=*/3);
   Engine& engine = *setup.engine;
   std::mt19937 rng(21);
-  constexpr int kStreams = 96;
   std::vector<std::vector<int16_t>> audio;
-  std::vector<std::unique_ptr<EngineStream>> streams;
-  for (int i = 0; i < kStreams; ++i) {
-    audio.push_back(MakeAudio(rng, 1.3, 16000));
-    streams.push_back(*engine.OpenStream({}));
-  }
-  for (int i = 0; i < kStreams; ++i) {
-    ASSERT_TRUE(streams[i]->PushAudio(audio[i]).ok());
-    ASSERT_TRUE(streams[i]->EndAudio().ok());
-  }
-  for (int i = 0; i < kStreams; ++i) {
-    Collected c = Collect(*streams[i]);
-    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
-    EXPECT_GT(c.partials, 0) << "stream " << i;
-    ExpectSameResults(c.finals, TranscribeAlone(engine, *setup.model, audio[i], 16000, {}),
-                      "stream " + std::to_string(i));
-  }
+  for (int i = 0; i < 96; ++i) audio.push_back(MakeAudio(rng, 1.3, 16000));
+  ASSERT_NO_FATAL_FAILURE(ExpectAllAtOnceAsAlone(setup, audio, {}, /*partials=*/true));
   const Histogram::Snapshot batches = engine.stats().batch_size.Read();
   EXPECT_GE(batches.sum / batches.count, 2 * kMinLightRowsPerPart) << "the cohorts were not wide";
   ExpectAllFreed(engine);
@@ -406,29 +413,14 @@ TEST_P(EngineFrontEndTest, CohortsAreCappedAtMaxCohortRowsAndTheRestRunNext) {
   TestEngine setup = MakeEngine(config);
   Engine& engine = *setup.engine;
   std::mt19937 rng(77);
-  constexpr int kStreams = 40;
   std::vector<std::vector<int16_t>> audio;
-  std::vector<std::unique_ptr<EngineStream>> streams;
+  for (int i = 0; i < 40; ++i) audio.push_back(MakeAudio(rng, 0.8 + 0.05 * (i % 7), 16000));
   // The best hypothesis only: on CUDA a deep n-best's near-ties may order
   // differently between cohort widths (the GEMMs' tiling), which is not
   // what this test is about.
   StreamRequest request;
   request.decode.nbest = 1;
-  for (int i = 0; i < kStreams; ++i) {
-    audio.push_back(MakeAudio(rng, 0.8 + 0.05 * (i % 7), 16000));
-    streams.push_back(*engine.OpenStream(request));
-  }
-  for (int i = 0; i < kStreams; ++i) {
-    ASSERT_TRUE(streams[i]->PushAudio(audio[i]).ok());
-    ASSERT_TRUE(streams[i]->EndAudio().ok());
-  }
-  for (int i = 0; i < kStreams; ++i) {
-    Collected c = Collect(*streams[i]);
-    ASSERT_EQ(c.finish, FinishReason::kStop) << "stream " << i << ": " << c.error;
-    ExpectSameResults(c.finals,
-                      TranscribeAlone(engine, *setup.model, audio[i], 16000, request.decode),
-                      "stream " + std::to_string(i));
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectAllAtOnceAsAlone(setup, audio, request, /*partials=*/false));
   const Histogram::Snapshot batches = engine.stats().batch_size.Read();
   ASSERT_EQ(batches.upper_bounds[3], 8.0);
   EXPECT_EQ(batches.cumulative[3], batches.count) << "a cohort was wider than 8 rows";
