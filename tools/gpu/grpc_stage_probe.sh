@@ -12,7 +12,9 @@
 # MAX_ACTIVE, CLIENT_THREADS and CLIENT_CHANNELS override the defaults;
 # PROFILER (the path of gperftools' libprofiler.so, which travels with its
 # libunwind) samples both processes' CPU into server.prof and client.prof
-# (google-pprof --text BINARY PROFILE reads them).
+# (google-pprof --text BINARY PROFILE reads them) at PROFILE_HZ samples a second
+# of CPU time (default 250; a long hold wants fewer, e.g. 25). Where
+# nvidia-smi exists, GPU use and memory go to gpu.csv every 8 s.
 #   tools/gpu/grpc_stage_probe.sh BUNDLE STREAMS SECONDS OUT_DIR [server flags...]
 set -u
 bundle=$1 streams=$2 seconds=$3 out=$4; shift 4
@@ -22,7 +24,7 @@ ulimit -n 65536 2>/dev/null || true
 t0=$(date +%s)
 port_file=$(mktemp -u /tmp/oasr-probe-XXXXXX.json)
 profile() { # NAME: the environment that samples a process into $out/NAME.prof
-  [ -n "${PROFILER:-}" ] && echo "LD_PRELOAD=$PROFILER CPUPROFILE=$out/$1.prof CPUPROFILE_FREQUENCY=250"
+  [ -n "${PROFILER:-}" ] && echo "LD_PRELOAD=$PROFILER CPUPROFILE=$out/$1.prof CPUPROFILE_FREQUENCY=${PROFILE_HZ:-250}"
 }
 env $(profile server) "$bundle/bin/oasr-server" --address 127.0.0.1 --port 0 --metrics-port 0 --port-file "$port_file" \
   --model-dir models/en-conformer-ctc --device "${DEVICE:-cuda}" --search greedy --front-end "${FRONT_END:-device}" \
@@ -39,6 +41,11 @@ env $(profile client) "$bundle/bin/oasr-client" --server "127.0.0.1:$grpc" load 
 client=$!
 python3 -B "$(dirname "$0")/thread_cpu.py" --interval 8 --count $(( (seconds + 16) / 8 )) "$server" "$client" > "$out/threads.txt" 2>&1 &
 sampler=$!
+smi=
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 8 > "$out/gpu.csv" 2>&1 &
+  smi=$!
+fi
 t=0
 while [ "$t" -lt $((seconds + 16)) ]; do
   sleep 8; t=$((t + 8))
@@ -47,6 +54,7 @@ while [ "$t" -lt $((seconds + 16)) ]; do
   echo "t=$t s load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/timeline.txt"
 done
 kill "$sampler" 2>/dev/null
+[ -n "$smi" ] && kill "$smi" 2>/dev/null
 # Streams started near the end run up to --max-seconds past --duration: give
 # the client that long to finish and print its report, then stop it.
 for _ in $(seq 1 100); do kill -0 "$client" 2>/dev/null || break; sleep 0.25; done
