@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/cpu_math.h"
+#include "kernels/decoder_ops.h"
 #include "kernels/norm.h"
 #include "kernels/rel_pos_attention.h"
 #include "kernels/softmax.h"
@@ -14,7 +15,7 @@
 namespace oasr::encoder {
 namespace {
 
-constexpr int64_t kLogitRows = 64;  // Output-layer rows per pass (bounds the logits buffer).
+constexpr int64_t kCpuLogitRows = 64;  // Output-layer rows per pass on the CPU (bounds the logits).
 
 struct Norm {
   const float* scale;
@@ -29,7 +30,7 @@ struct AttentionRescorer::Layer {
 };
 
 struct AttentionRescorer::Direction {
-  const float* embed = nullptr;  // [V, d]
+  const float* embed = nullptr;  // [V, d] on the context's device
   std::vector<Layer> layers;
   Norm after_norm;
   kernels::LinearOp output;
@@ -60,10 +61,7 @@ absl::StatusOr<std::unique_ptr<AttentionRescorer>> AttentionRescorer::Create(
     return absl::FailedPreconditionError(
         "attention rescoring: the model has no attention decoder (decoder.json)");
   }
-  if (ctx == nullptr || ctx->is_cuda()) {
-    return absl::UnimplementedError(
-        "attention rescoring computes on the CPU only for now (the context is not a CPU one)");
-  }
+  if (ctx == nullptr) return absl::InvalidArgumentError("attention rescoring: no context");
   OASR_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<AttentionRescorer> r(new AttentionRescorer(model, ctx, options));
   OASR_RETURN_IF_ERROR(r->Init());
@@ -81,10 +79,12 @@ absl::Status AttentionRescorer::PrepareDirection(const DecoderDirectionWeights& 
     return kernels::LinearOp::Create(lw.weight.data<float>(), lw.bias.data<float>(),
                                      lw.weight.dim(0), lw.weight.dim(1), o, ctx);
   };
-  auto norm = [](const NormWeights& n) {
-    return Norm{n.scale.data<float>(), n.shift.data<float>()};
+  auto norm = [&](const NormWeights& n) -> absl::StatusOr<Norm> {
+    OASR_ASSIGN_OR_RETURN(const float* scale, OnDevice(n.scale.data<float>(), n.scale.numel()));
+    OASR_ASSIGN_OR_RETURN(const float* shift, OnDevice(n.shift.data<float>(), n.shift.numel()));
+    return Norm{scale, shift};
   };
-  out->embed = w.embed.data<float>();
+  OASR_ASSIGN_OR_RETURN(out->embed, OnDevice(w.embed.data<float>(), w.embed.numel()));
   out->layers.resize(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const DecoderLayerWeights& lw = w.layers[i];
@@ -96,11 +96,11 @@ absl::Status AttentionRescorer::PrepareDirection(const DecoderDirectionWeights& 
     OASR_ASSIGN_OR_RETURN(L.src_out, linear(lw.src_out, plain));
     OASR_ASSIGN_OR_RETURN(L.w1, linear(lw.w1, relu));
     OASR_ASSIGN_OR_RETURN(L.w2, linear(lw.w2, plain));
-    L.norm1 = norm(lw.norm1);
-    L.norm2 = norm(lw.norm2);
-    L.norm3 = norm(lw.norm3);
+    OASR_ASSIGN_OR_RETURN(L.norm1, norm(lw.norm1));
+    OASR_ASSIGN_OR_RETURN(L.norm2, norm(lw.norm2));
+    OASR_ASSIGN_OR_RETURN(L.norm3, norm(lw.norm3));
   }
-  out->after_norm = norm(w.after_norm);
+  OASR_ASSIGN_OR_RETURN(out->after_norm, norm(w.after_norm));
   OASR_ASSIGN_OR_RETURN(out->output, linear(w.output, plain));
   return absl::OkStatus();
 }
@@ -124,21 +124,47 @@ absl::Status AttentionRescorer::Init() {
   if (options_.max_rows == 0) options_.max_rows = std::max<int64_t>(frames + 1, 512);
   const int64_t rows = options_.max_rows;
   const int64_t layers = std::max(m.config.num_blocks, m.config.r_num_blocks);
-  pe_.resize(static_cast<size_t>((frames + 1) * d_));
-  for (int64_t p = 0; p <= frames; ++p) {
-    kernels::SinusoidRow(p, static_cast<int>(d_), pe_.data() + p * d_);
+  const bool cuda = ctx_->is_cuda();
+  {
+    std::vector<float> pe(static_cast<size_t>((frames + 1) * d_));
+    for (int64_t p = 0; p <= frames; ++p) {
+      kernels::SinusoidRow(p, static_cast<int>(d_), pe.data() + p * d_);
+    }
+    OASR_ASSIGN_OR_RETURN(pe_, Buffer({frames + 1, d_}));
+    OASR_RETURN_IF_ERROR(
+        CopyTensor(pe_.view(), TensorView(pe.data(), DType::kFloat32, pe_.shape(), Device::Cpu())));
   }
-  cross_kv_.resize(static_cast<size_t>(layers * frames * 2 * d_));
-  x_.resize(static_cast<size_t>(rows * d_));
-  y_.resize(static_cast<size_t>(rows * d_));
-  qkv_.resize(static_cast<size_t>(rows * 3 * d_));
-  att_.resize(static_cast<size_t>(rows * d_));
-  hidden_.resize(static_cast<size_t>(rows * units_));
-  logits_.resize(static_cast<size_t>(kLogitRows * vocab_));
-  scores_.resize(static_cast<size_t>((frames + 1) * (frames + 1)));
-  targets_.resize(static_cast<size_t>(rows));
+  logit_rows_ = cuda ? rows : std::min(rows, kCpuLogitRows);
+  OASR_ASSIGN_OR_RETURN(cross_kv_, Buffer({layers, frames, 2 * d_}));
+  OASR_ASSIGN_OR_RETURN(x_, Buffer({rows, d_}));
+  OASR_ASSIGN_OR_RETURN(y_, Buffer({rows, d_}));
+  OASR_ASSIGN_OR_RETURN(qkv_, Buffer({rows, 3 * d_}));
+  OASR_ASSIGN_OR_RETURN(att_, Buffer({rows, d_}));
+  OASR_ASSIGN_OR_RETURN(hidden_, Buffer({rows, units_}));
+  OASR_ASSIGN_OR_RETURN(logits_, Buffer({logit_rows_, vocab_}));
+  OASR_ASSIGN_OR_RETURN(scores_, cuda ? Buffer({rows * heads_, frames + 1})
+                                      : Buffer({frames + 1, frames + 1}));
+  OASR_ASSIGN_OR_RETURN(row_log_probs_, Buffer({rows}));
+  index_.resize(static_cast<size_t>(kIndices * rows));
+  if (cuda) {
+    OASR_ASSIGN_OR_RETURN(index_device_, Buffer({kIndices, rows}, DType::kInt32));
+  }
   owner_.resize(static_cast<size_t>(rows));
+  row_log_probs_host_.resize(static_cast<size_t>(rows));
   return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> AttentionRescorer::Buffer(const Shape& shape, DType dtype) const {
+  return Tensor::Empty(shape, dtype, ctx_->device());
+}
+
+absl::StatusOr<const float*> AttentionRescorer::OnDevice(const float* host, int64_t n) {
+  if (!ctx_->is_cuda()) return host;
+  OASR_ASSIGN_OR_RETURN(Tensor t, Buffer({n}));
+  OASR_RETURN_IF_ERROR(CopyTensor(
+      t.view(), TensorView(const_cast<float*>(host), DType::kFloat32, {n}, Device::Cpu())));
+  device_weights_.push_back(std::move(t));
+  return device_weights_.back().data<float>();
 }
 
 void AttentionRescorer::Attend(const float* q, int64_t ldq, const float* k, const float* v,
@@ -147,7 +173,7 @@ void AttentionRescorer::Attend(const float* q, int64_t ldq, const float* k, cons
   // softmax(q k^T / sqrt(d_k)) v per head; with `causal`, query i sees keys
   // 0..i only (self-attention over one hypothesis).
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk_));
-  float* s = scores_.data();
+  float* s = scores_.data<float>();
   for (int64_t h = 0; h < heads_; ++h) {
     kernels::cpu::GemmNT(queries, keys, dk_, scale, q + h * dk_, ldq, k + h * dk_, ldkv, 0.0f, s,
                          keys);
@@ -168,24 +194,54 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
                                          size_t first, size_t last, bool reverse,
                                          std::span<double> out) {
   ExecutionContext& ctx = *ctx_;
+  const bool cuda = ctx.is_cuda();
   const AttentionDecoderConfig& c = config();
   const int64_t d = d_;
-  const float xscale = std::sqrt(static_cast<float>(d));
+  const int64_t max_rows = options_.max_rows;
   // Inputs: [sos, y...] (reversed for the right-to-left decoder); row r
-  // predicts targets_[r]: the next unit, or eos after the last.
+  // predicts the next unit, or eos after the last.
+  int32_t* index = index_.data();
+  auto at = [&](Index i) { return index + i * max_rows; };
   int64_t rows = 0;
   for (size_t i = first; i < last; ++i) {
     const std::span<const int32_t> y = hyps[i];
     const int64_t n = static_cast<int64_t>(y.size());
+    const auto begin = static_cast<int32_t>(rows);
     for (int64_t p = 0; p <= n; ++p, ++rows) {
-      const int32_t token = p == 0 ? c.sos : (reverse ? y[n - p] : y[p - 1]);
-      const float* e = dir.embed + static_cast<int64_t>(token) * d;
-      const float* pe = pe_.data() + p * d;
-      float* x = x_.data() + rows * d;
-      for (int64_t j = 0; j < d; ++j) x[j] = e[j] * xscale + pe[j];
-      targets_[rows] = p == n ? c.eos : (reverse ? y[n - 1 - p] : y[p]);
+      at(kTokens)[rows] = p == 0 ? c.sos : (reverse ? y[n - p] : y[p - 1]);
+      at(kSteps)[rows] = static_cast<int32_t>(p);
+      at(kTargets)[rows] = p == n ? c.eos : (reverse ? y[n - 1 - p] : y[p]);
+      at(kSelfBegin)[rows] = begin;
+      at(kSelfEnd)[rows] = static_cast<int32_t>(rows + 1);
+      at(kCrossBegin)[rows] = 0;
+      at(kCrossEnd)[rows] = static_cast<int32_t>(frames);
       owner_[rows] = static_cast<int32_t>(i);
     }
+  }
+  // The ops read the indices where they compute.
+  const int32_t* dev = index;
+  if (cuda) {
+    OASR_RETURN_IF_ERROR(CopyTensorAsync(
+        index_device_.view(),
+        TensorView(index, DType::kInt32, index_device_.shape(), Device::Cpu()), ctx.stream()));
+    dev = index_device_.data<int32_t>();
+  }
+  auto dev_at = [&](Index i) { return dev + i * max_rows; };
+  float* x = x_.data<float>();
+  float* y = y_.data<float>();
+  float* qkv = qkv_.data<float>();
+  float* att = att_.data<float>();
+  {
+    kernels::EmbedParams e;
+    e.table = dir.embed;
+    e.positions = pe_.data<float>();
+    e.tokens = dev_at(kTokens);
+    e.steps = dev_at(kSteps);
+    e.scale = std::sqrt(static_cast<float>(d));
+    e.out = x;
+    e.rows = rows;
+    e.d = d;
+    OASR_RETURN_IF_ERROR(kernels::EmbedTokens(ctx, e));
   }
   auto layer_norm = [&](const Norm& n, const float* in, float* dst) {
     kernels::LayerNormParams p;
@@ -211,49 +267,84 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
     a.accumulate = accumulate;
     return op.Run(ctx, a);
   };
-  for (size_t l = 0; l < dir.layers.size(); ++l) {
-    const Layer& L = dir.layers[l];
-    const float* kv = cross_kv_.data() + static_cast<int64_t>(l) * frames * 2 * d;
-    // x += SelfAttn(norm1(x)), causal within each hypothesis.
-    OASR_RETURN_IF_ERROR(layer_norm(L.norm1, x_.data(), y_.data()));
-    OASR_RETURN_IF_ERROR(run(L.self_qkv, y_.data(), d, qkv_.data(), 3 * d, rows, false));
+  // Attention of every row over its span: on CUDA one launch for the group;
+  // on the CPU per hypothesis and head through the GEMMs.
+  auto attend = [&](const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
+                    bool self) -> absl::Status {
+    if (cuda) {
+      kernels::SpanAttentionParams p;
+      p.q = q;
+      p.ldq = ldq;
+      p.k = k;
+      p.v = v;
+      p.ldkv = ldkv;
+      p.key_begin = dev_at(self ? kSelfBegin : kCrossBegin);
+      p.key_end = dev_at(self ? kSelfEnd : kCrossEnd);
+      p.out = att;
+      p.ldo = d;
+      p.rows = rows;
+      p.heads = static_cast<int>(heads_);
+      p.dk = static_cast<int>(dk_);
+      p.scale = 1.0f / std::sqrt(static_cast<float>(dk_));
+      p.scores = scores_.data<float>();
+      p.score_ld = scores_.dim(1);
+      return kernels::SpanAttention(ctx, p);
+    }
     int64_t base = 0;
     for (size_t i = first; i < last; ++i) {
       const int64_t n = static_cast<int64_t>(hyps[i].size()) + 1;
-      const float* q = qkv_.data() + base * 3 * d;
-      Attend(q, 3 * d, q + d, q + 2 * d, 3 * d, n, n, true, att_.data() + base * d);
+      if (self) {
+        Attend(q + base * ldq, ldq, k + base * ldkv, v + base * ldkv, ldkv, n, n, true,
+               att + base * d);
+      } else {
+        Attend(q + base * ldq, ldq, k, v, ldkv, n, frames, false, att + base * d);
+      }
       base += n;
     }
-    OASR_RETURN_IF_ERROR(run(L.self_out, att_.data(), d, x_.data(), d, rows, true));
+    return absl::OkStatus();
+  };
+  for (size_t l = 0; l < dir.layers.size(); ++l) {
+    const Layer& L = dir.layers[l];
+    const float* kv = cross_kv_.data<float>() + static_cast<int64_t>(l) * frames * 2 * d;
+    // x += SelfAttn(norm1(x)), causal within each hypothesis.
+    OASR_RETURN_IF_ERROR(layer_norm(L.norm1, x, y));
+    OASR_RETURN_IF_ERROR(run(L.self_qkv, y, d, qkv, 3 * d, rows, false));
+    OASR_RETURN_IF_ERROR(attend(qkv, 3 * d, qkv + d, qkv + 2 * d, 3 * d, true));
+    OASR_RETURN_IF_ERROR(run(L.self_out, att, d, x, d, rows, true));
     // x += SrcAttn(norm2(x), memory): every frame of the segment.
-    OASR_RETURN_IF_ERROR(layer_norm(L.norm2, x_.data(), y_.data()));
-    OASR_RETURN_IF_ERROR(run(L.src_q, y_.data(), d, qkv_.data(), d, rows, false));
-    base = 0;
-    for (size_t i = first; i < last; ++i) {
-      const int64_t n = static_cast<int64_t>(hyps[i].size()) + 1;
-      Attend(qkv_.data() + base * d, d, kv, kv + d, 2 * d, n, frames, false, att_.data() + base * d);
-      base += n;
-    }
-    OASR_RETURN_IF_ERROR(run(L.src_out, att_.data(), d, x_.data(), d, rows, true));
+    OASR_RETURN_IF_ERROR(layer_norm(L.norm2, x, y));
+    OASR_RETURN_IF_ERROR(run(L.src_q, y, d, qkv, d, rows, false));
+    OASR_RETURN_IF_ERROR(attend(qkv, d, kv, kv + d, 2 * d, false));
+    OASR_RETURN_IF_ERROR(run(L.src_out, att, d, x, d, rows, true));
     // x += w_2(relu(w_1(norm3(x)))).
-    OASR_RETURN_IF_ERROR(layer_norm(L.norm3, x_.data(), y_.data()));
-    OASR_RETURN_IF_ERROR(run(L.w1, y_.data(), d, hidden_.data(), units_, rows, false));
-    OASR_RETURN_IF_ERROR(run(L.w2, hidden_.data(), units_, x_.data(), d, rows, true));
+    OASR_RETURN_IF_ERROR(layer_norm(L.norm3, x, y));
+    OASR_RETURN_IF_ERROR(run(L.w1, y, d, hidden_.data<float>(), units_, rows, false));
+    OASR_RETURN_IF_ERROR(run(L.w2, hidden_.data<float>(), units_, x, d, rows, true));
   }
-  OASR_RETURN_IF_ERROR(layer_norm(dir.after_norm, x_.data(), y_.data()));
-  for (int64_t r0 = 0; r0 < rows; r0 += kLogitRows) {
-    const int64_t m = std::min(kLogitRows, rows - r0);
-    OASR_RETURN_IF_ERROR(run(dir.output, y_.data() + r0 * d, d, logits_.data(), vocab_, m, false));
-    kernels::LogSoftmaxParams ls;
-    ls.x = logits_.data();
-    ls.rows = m;
-    ls.n = vocab_;
-    ls.ld = vocab_;
-    OASR_RETURN_IF_ERROR(kernels::LogSoftmax(ctx, ls));
-    for (int64_t r = 0; r < m; ++r) {
-      out[owner_[r0 + r]] += logits_[static_cast<size_t>(r * vocab_ + targets_[r0 + r])];
-    }
+  OASR_RETURN_IF_ERROR(layer_norm(dir.after_norm, x, y));
+  // Each row's log-probability of its target, logit_rows_ rows a pass.
+  float* lp = row_log_probs_.data<float>();
+  for (int64_t r0 = 0; r0 < rows; r0 += logit_rows_) {
+    const int64_t m = std::min(logit_rows_, rows - r0);
+    OASR_RETURN_IF_ERROR(run(dir.output, y + r0 * d, d, logits_.data<float>(), vocab_, m, false));
+    kernels::TargetLogProbParams t;
+    t.logits = logits_.data<float>();
+    t.ld = vocab_;
+    t.rows = m;
+    t.n = vocab_;
+    t.targets = dev_at(kTargets) + r0;
+    t.out = lp + r0;
+    OASR_RETURN_IF_ERROR(kernels::TargetLogProbs(ctx, t));
   }
+  const float* host_lp = lp;
+  if (cuda) {
+    OASR_RETURN_IF_ERROR(CopyTensorAsync(
+        TensorView(row_log_probs_host_.data(), DType::kFloat32, {rows}, Device::Cpu()),
+        TensorView(lp, DType::kFloat32, {rows}, ctx.device()), ctx.stream()));
+    OASR_RETURN_IF_ERROR(ctx.Synchronize());
+    host_lp = row_log_probs_host_.data();
+  }
+  for (int64_t r = 0; r < rows; ++r) out[owner_[r]] += host_lp[r];
   return absl::OkStatus();
 }
 
@@ -298,7 +389,7 @@ absl::Status AttentionRescorer::Score(const float* memory, int64_t frames,
       kernels::LinearArgs a;
       a.x = memory;
       a.ldx = d;
-      a.y = cross_kv_.data() + static_cast<int64_t>(l) * frames * 2 * d;
+      a.y = cross_kv_.data<float>() + static_cast<int64_t>(l) * frames * 2 * d;
       a.ldy = 2 * d;
       a.m = frames;
       OASR_RETURN_IF_ERROR(dir.layers[l].src_kv.Run(*ctx_, a));

@@ -3,12 +3,16 @@
 // encoder output, teacher-forced, in one pass per direction (the maths:
 // docs/model-format.md, "Attention decoder").
 //
-// Every buffer of a pass -- the cross-attention K/V of the segment, the
+// It computes on its context's device: the CPU, or CUDA (cuBLASLt in true
+// float32 for the linears, kernels/decoder_ops.h for the embedding, the
+// attention over each row's span and the target log-probabilities). Every
+// buffer of a pass -- the cross-attention K/V of the segment, the
 // hypotheses' activations and self-attention K/V, the output logits -- is
-// allocated once, here, for the longest segment and the largest n-best the
-// rescorer is created for; Score allocates nothing. Hypotheses are packed
-// without padding (one row per decoder position) and run in groups whose
-// rows fit the buffers, so a group's size never changes a score.
+// allocated once, on that device, for the longest segment and the largest
+// n-best the rescorer is created for; Score allocates nothing there.
+// Hypotheses are packed without padding (one row per decoder position) and
+// run in groups whose rows fit the buffers, so a group's size never changes
+// a score.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/execution_context.h"
+#include "common/tensor.h"
 #include "encoder/attention_decoder.h"
 #include "encoder/conformer_model.h"
 #include "kernels/linear.h"
@@ -41,9 +46,9 @@ struct RescorerOptions {
 class AttentionRescorer {
  public:
   // For `model`'s attention decoder on `ctx` (both must outlive the
-  // rescorer). FAILED_PRECONDITION for a model without one; UNIMPLEMENTED
-  // for a CUDA context (the decoder computes on the CPU for now);
-  // INVALID_ARGUMENT for bad options.
+  // rescorer; the weights are prepared for ctx's device). FAILED_PRECONDITION
+  // for a model without one; INVALID_ARGUMENT for bad options;
+  // RESOURCE_EXHAUSTED when the buffers cannot be had.
   static absl::StatusOr<std::unique_ptr<AttentionRescorer>> Create(const ConformerModel* model,
                                                                    ExecutionContext* ctx,
                                                                    const RescorerOptions& options);
@@ -55,7 +60,8 @@ class AttentionRescorer {
 
   // Decoder scores of every hypothesis (unit ids without sos / eos) of one
   // segment whose encoder output is `memory` [frames, d] float32 on the
-  // host: left[i] = sum_j log P(y_j | sos, y_<j) + log P(eos | sos, y), and,
+  // rescorer's device (the host for a CPU context; synchronous on CUDA):
+  // left[i] = sum_j log P(y_j | sos, y_<j) + log P(eos | sos, y), and,
   // when `right` is non-empty (a bidirectional decoder), the same of the
   // reversed hypothesis under the right-to-left decoder. Sums in float64.
   // INVALID_ARGUMENT for frames outside [1, max_frames], a hypothesis longer
@@ -79,20 +85,37 @@ class AttentionRescorer {
                         bool reverse, std::span<double> out);
   void Attend(const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
               int64_t queries, int64_t keys, bool causal, float* out);
+  // `n` floats of the model's (host) weights as the ops on ctx_ read them:
+  // the host pointer itself on the CPU, a copy on the device on CUDA.
+  absl::StatusOr<const float*> OnDevice(const float* host, int64_t n);
+  // Allocates a float32 buffer on ctx_'s device.
+  absl::StatusOr<Tensor> Buffer(const Shape& shape, DType dtype = DType::kFloat32) const;
 
   const ConformerModel* model_;
   ExecutionContext* ctx_;
   RescorerOptions options_;
   int64_t d_ = 0, heads_ = 0, dk_ = 0, units_ = 0, vocab_ = 0;
   std::vector<std::unique_ptr<Direction>> directions_;  // left, then right
-  // Work buffers (see the file comment), float32.
-  std::vector<float> pe_;        // [max_frames + 1, d] sinusoid positions
-  std::vector<float> cross_kv_;  // [layers, max_frames, 2d]
-  std::vector<float> x_, y_, qkv_, att_, hidden_;  // rows x d / 3d / d / U
-  std::vector<float> logits_;    // [kLogitRows, V]
-  std::vector<float> scores_;    // [max_rows, max(max_rows, max_frames)] attention weights
-  std::vector<int32_t> targets_;  // per row: the unit it predicts
-  std::vector<int32_t> owner_;    // per row: its hypothesis
+  std::vector<Tensor> device_weights_;  // What OnDevice copied (CUDA).
+  // Work buffers on ctx_'s device (see the file comment), float32.
+  Tensor pe_;        // [max_frames + 1, d] sinusoid positions
+  Tensor cross_kv_;  // [layers, max_frames, 2d]
+  Tensor x_, y_, qkv_, att_, hidden_;  // rows x d / 3d / d / U
+  Tensor logits_;    // [logit_rows_, V]
+  // Attention weights: CPU [max_frames + 1, max_frames + 1] (one head of one
+  // hypothesis at a time); CUDA [max_rows * heads, max_frames + 1] (every
+  // row's span at once).
+  Tensor scores_;
+  Tensor row_log_probs_;  // [max_rows]: each row's target log-probability
+  int64_t logit_rows_ = 0;  // Output-layer rows per pass.
+  // Per row of a group, on the host: the unit it reads, its position, the
+  // unit it predicts, its self-attention span [begin, end), its cross-
+  // attention span [0, frames), and its hypothesis.
+  enum Index { kTokens, kSteps, kTargets, kSelfBegin, kSelfEnd, kCrossBegin, kCrossEnd, kIndices };
+  std::vector<int32_t> index_;  // [kIndices, max_rows]
+  Tensor index_device_;         // The same on the device (CUDA).
+  std::vector<int32_t> owner_;
+  std::vector<float> row_log_probs_host_;
 };
 
 }  // namespace oasr::encoder

@@ -3,7 +3,9 @@
 // (bitransformer) fixtures, the C++ decoder scores of the reference's CTC
 // n-best over the reference's encoder output, the rescoring totals and the
 // winner for several weight settings; grouping independence; the loader's
-// and the rescorer's refusals.
+// and the rescorer's refusals. The *_gpu_test build runs the same on CUDA
+// (the encoder output on the device), and checks CUDA's scores against the
+// CPU's.
 #include "encoder/attention_rescorer.h"
 
 #include <unistd.h>
@@ -30,7 +32,8 @@ constexpr double kTolerance = 2e-3;  // On sums of ~10 float32 log-probabilities
 struct Case {
   std::string name;
   std::unique_ptr<ConformerModel> model;
-  Tensor memory;  // [T, d]
+  Tensor memory;  // [T, d] on the test device
+  Tensor host_memory;  // The same on the host
   std::vector<std::vector<int32_t>> hyps;
   std::vector<double> ctc_scores;
   nlohmann::json runs;
@@ -48,7 +51,12 @@ std::vector<Case> LoadCases() {
     k.model = std::move(*model);
     auto memory = ReadNpyFloat32(c["encoder_out"].get<std::string>());
     EXPECT_TRUE(memory.ok()) << memory.status();
-    k.memory = std::move(*memory);
+    k.host_memory = std::move(*memory);
+    auto on_device = Tensor::Empty(k.host_memory.shape(), DType::kFloat32, testing::TestDevice());
+    EXPECT_TRUE(on_device.ok()) << on_device.status();
+    if (!on_device.ok()) continue;
+    k.memory = std::move(*on_device);
+    EXPECT_TRUE(CopyTensor(k.memory.view(), k.host_memory.view()).ok());
     for (const auto& h : c["hyps"]) k.hyps.push_back(h.get<std::vector<int32_t>>());
     k.ctc_scores = c["ctc_scores"].get<std::vector<double>>();
     k.runs = c["runs"];
@@ -57,20 +65,25 @@ std::vector<Case> LoadCases() {
   return cases;
 }
 
-std::unique_ptr<ExecutionContext> CpuContext() {
-  auto ctx = ExecutionContext::Create(ExecutionContextOptions{});
+std::unique_ptr<ExecutionContext> Context(Device device) {
+  ExecutionContextOptions options;
+  options.device = device;
+  auto ctx = ExecutionContext::Create(options);
   EXPECT_TRUE(ctx.ok()) << ctx.status();
-  return std::move(*ctx);
+  return ctx.ok() ? std::move(*ctx) : nullptr;
 }
+
+std::unique_ptr<ExecutionContext> TestContext() { return Context(testing::TestDevice()); }
 
 std::vector<std::span<const int32_t>> Spans(const std::vector<std::vector<int32_t>>& hyps) {
   return {hyps.begin(), hyps.end()};
 }
 
 TEST(AttentionRescorerTest, ScoresAndWinnerMatchTheReference) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   std::vector<Case> cases = LoadCases();
   ASSERT_GE(cases.size(), 2u) << "the fixtures have a U2 and a U2++ rescoring case";
-  auto ctx = CpuContext();
+  auto ctx = TestContext();
   bool saw_bidirectional = false;
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
@@ -118,9 +131,10 @@ TEST(AttentionRescorerTest, ScoresAndWinnerMatchTheReference) {
 }
 
 TEST(AttentionRescorerTest, GroupingDoesNotChangeAScore) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   std::vector<Case> cases = LoadCases();
   ASSERT_FALSE(cases.empty());
-  auto ctx = CpuContext();
+  auto ctx = TestContext();
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     const int64_t frames = k.memory.dim(0);
@@ -157,9 +171,10 @@ TEST(AttentionRescorerTest, GroupingDoesNotChangeAScore) {
 }
 
 TEST(AttentionRescorerTest, RefusesWhatItCannotScore) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   std::vector<Case> cases = LoadCases();
   ASSERT_FALSE(cases.empty());
-  auto ctx = CpuContext();
+  auto ctx = TestContext();
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     const int64_t frames = k.memory.dim(0);
@@ -190,6 +205,45 @@ TEST(AttentionRescorerTest, RefusesWhatItCannotScore) {
   EXPECT_EQ(AttentionRescorer::Create(plain->get(), ctx.get(), {}).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
+
+#if OASR_TEST_CUDA
+// CUDA's scores equal the CPU's (both float32) far inside the reference's
+// tolerance, for both directions, with the hypotheses in one group and in
+// the smallest groups.
+TEST(AttentionRescorerTest, CudaScoresEqualTheCpuScores) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  std::vector<Case> cases = LoadCases();
+  ASSERT_GE(cases.size(), 2u);
+  auto cpu = Context(Device::Cpu());
+  auto cuda = TestContext();
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const int64_t frames = k.memory.dim(0);
+    const size_t n = k.hyps.size();
+    const bool both = k.model->attention_decoder()->config.bidirectional;
+    RescorerOptions options;
+    options.max_frames = frames;
+    auto on_cpu = AttentionRescorer::Create(k.model.get(), cpu.get(), options);
+    ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+    std::vector<double> left(n), right(both ? n : 0);
+    ASSERT_TRUE(
+        (*on_cpu)->Score(k.host_memory.data<float>(), frames, Spans(k.hyps), left, right).ok());
+    for (int64_t max_rows : {int64_t{0}, frames + 1}) {
+      options.max_rows = max_rows;
+      auto on_cuda = AttentionRescorer::Create(k.model.get(), cuda.get(), options);
+      ASSERT_TRUE(on_cuda.ok()) << on_cuda.status();
+      std::vector<double> l(n, 1.0), r(both ? n : 0, 1.0);
+      ASSERT_TRUE((*on_cuda)->Score(k.memory.data<float>(), frames, Spans(k.hyps), l, r).ok());
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(l[i], left[i], 1e-4) << "hypothesis " << i << ", max_rows " << max_rows;
+        if (both) {
+          EXPECT_NEAR(r[i], right[i], 1e-4) << "hypothesis " << i;
+        }
+      }
+    }
+  }
+}
+#endif
 
 // A copy of a rescoring case's model directory with decoder.json edited.
 class DecoderJsonTest : public ::testing::Test {
