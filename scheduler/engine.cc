@@ -53,6 +53,10 @@ absl::Status EngineConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "rescoring_max_segment_s: ", rescoring_max_segment_s, " is outside (0, 3600]"));
   }
+  if (!(rescoring_memory_mib >= 0 && rescoring_memory_mib <= 1 << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rescoring_memory_mib: ", rescoring_memory_mib, " is outside [0, 2^24]"));
+  }
   if (frontend_threads < 0 || frontend_threads > kMaxFrontendThreads) {
     return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
                                                    " is outside [0, ", kMaxFrontendThreads,
@@ -179,10 +183,21 @@ absl::Status Engine::Init() {
         Tensor::Empty({rows, g.chunk_size, g.encoder_dim}, DType::kFloat32, ctx_->device());
     if (!encoder_out.ok()) return encoder_out.status();
     encoder_out_ = std::move(*encoder_out);
-    absl::StatusOr<SegmentMemory> memory =
-        SegmentMemory::Create(slots, rescorer_->options().max_frames, g.encoder_dim);
+    SegmentMemoryOptions m;
+    m.slots = slots;
+    m.max_frames = rescorer_->options().max_frames;
+    m.dim = g.encoder_dim;
+    m.block_frames = g.chunk_size;
+    m.pool_frames = static_cast<int64_t>(config_.rescoring_memory_mib * 1048576.0 /
+                                         (static_cast<double>(g.encoder_dim) * sizeof(float)));
+    m.max_runs = std::max<int64_t>(4096, 2 * int64_t{rows});
+    absl::StatusOr<SegmentMemory> memory = SegmentMemory::Create(m, ctx_);
     if (!memory.ok()) return memory.status();
     segment_memory_.emplace(std::move(*memory));
+    absl::StatusOr<Tensor> segment =
+        Tensor::Empty({m.max_frames, g.encoder_dim}, DType::kFloat32, ctx_->device());
+    if (!segment.ok()) return segment.status();
+    segment_ = std::move(*segment);
   }
 
   cache::CacheConfig c = model_->BaseCacheConfig();
@@ -324,11 +339,13 @@ void Engine::LogConfiguration() const {
     const encoder::AttentionDecoderConfig& d = rescorer_->config();
     spdlog::info(
         "attention rescoring: {} decoder ({} + {} blocks), ctc_weight {}, reverse_weight {}, "
-        "rescoring_weight {}, segments up to {} s ({:.1f} MiB of encoder output per slot)",
+        "rescoring_weight {}, segments up to {} s, their encoder output in a pool of {:.1f} MiB "
+        "on {} ({} blocks of {} frames)",
         d.bidirectional ? "bitransformer" : "transformer", d.num_blocks, d.r_num_blocks,
         d.rescoring.ctc_weight, d.rescoring.reverse_weight, d.rescoring.rescoring_weight,
         FramesToSeconds(segment_memory_->max_frames()),
-        segment_memory_->max_frames() * g.encoder_dim * sizeof(float) / 1048576.0);
+        static_cast<double>(segment_memory_->pool_bytes()) / 1048576.0, ctx_->device().ToString(),
+        segment_memory_->blocks_total(), g.chunk_size);
   }
 }
 
@@ -778,6 +795,8 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   }
   ClampToAudio(s, &event.results);
   if (s.context.has_value()) {
+    // Its segment's blocks go back to the pool.
+    if (s.rescoring) segment_memory_->Reset(s.context->slot());
     absl::Status freed = s.context->Free();
     OASR_CHECK(freed.ok(), std::string(freed.message()));
     s.context.reset();
@@ -822,12 +841,14 @@ void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& final
   const int slot = s.context.has_value() ? s.context->slot() : -1;
   const encoder::RescoringWeights& weights = rescorer_->config().rescoring;
   for (decoder::DecodeResult& r : finals) {
-    const float* memory =
-        slot >= 0 && rescore ? segment_memory_->Frames(slot, r.start_frame, r.end_frame) : nullptr;
     bool rescored = false;
-    if (memory != nullptr) {
-      absl::Status status = RescoreResult(*rescorer_, weights, memory, r.end_frame - r.start_frame,
-                                          static_cast<size_t>(s.nbest), &r);
+    if (slot >= 0 && rescore && segment_memory_->Held(slot, r.start_frame, r.end_frame)) {
+      absl::Status status = segment_memory_->Gather(slot, r.start_frame, r.end_frame,
+                                                    segment_.data<float>());
+      if (status.ok()) {
+        status = RescoreResult(*rescorer_, weights, segment_.data<float>(),
+                               r.end_frame - r.start_frame, static_cast<size_t>(s.nbest), &r);
+      }
       rescored = status.ok();
       if (!status.ok())
         spdlog::warn("stream {}: attention rescoring failed: {}", s.id, status.ToString());

@@ -283,6 +283,7 @@ class Engine {
   std::unique_ptr<encoder::AttentionRescorer> rescorer_;
   Tensor encoder_out_;
   std::optional<SegmentMemory> segment_memory_;
+  Tensor segment_;  // One segment's encoder output gathered for the rescorer.
   EngineStats stats_;
 
   // Command queue (any thread -> scheduler).

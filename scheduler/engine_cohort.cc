@@ -346,16 +346,17 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& po
                               row_status_);
   }
   if (rescorer_ != nullptr && read.ok()) {
-    // Each rescoring row's encoder output joins its segment (the decode's
-    // copy to the host has waited for the forward).
-    const ModelGeometry& g = model_->geometry();
-    const float* encoder_out = encoder_out_.data<float>();
+    // Each rescoring row's encoder output joins its segment: the copies are
+    // queued, then made in one pass (one launch on CUDA, ordered after the
+    // forward that wrote them and before the next one overwrites them).
+    const int64_t chunk = model_->geometry().chunk_size;
     for (size_t b = 0; b < n; ++b) {
       const Row& row = rows[b];
-      if (!row.stream->rescoring || !row.status.ok()) continue;
+      if (row.stream == nullptr || !row.stream->rescoring || !row.status.ok()) continue;
       segment_memory_->Append(row.stream->context->slot(), row.stream->offset,
-                              encoder_out + b * g.chunk_size * g.encoder_dim, row.frames);
+                              static_cast<int64_t>(b) * chunk, row.frames);
     }
+    read = segment_memory_->Flush(encoder_out_.data<float>());
   }
   // Each row's results, read from its own state: independent rows, so a
   // wide cohort's (an interim result builds the transcript so far) are

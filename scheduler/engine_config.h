@@ -67,11 +67,15 @@ struct EngineConfig {
   decoder::CtcDecoderConfig decoder;
   // Attention rescoring of every final result, for a model with an attention
   // decoder and the prefix beam search (a request may turn it off): the
-  // beam's n-best is rescored over the segment's encoder output. Each slot
-  // keeps up to rescoring_max_segment_s of its segment's encoder output;
-  // a longer segment's final keeps the CTC order.
+  // beam's n-best is rescored over the segment's encoder output, which the
+  // engine keeps on its device in a paged pool (scheduler/segment_memory.h):
+  // up to rescoring_max_segment_s of a segment (a longer one's final keeps
+  // the CTC order), in a pool of rescoring_memory_mib MiB shared by every
+  // slot (0: every slot its whole window; a segment that finds the pool
+  // empty is not rescored either, and counted).
   bool attention_rescoring = true;
   double rescoring_max_segment_s = 30.0;
+  double rescoring_memory_mib = 0.0;
   // CUDA only (ignored on the CPU): the cohort forward is captured as a CUDA
   // graph once per width of a ladder (GraphLadder: 1, 2, 4, ... 64, then
   // steps of ~1.25x, and max_batch_size itself) at start-up and replayed

@@ -118,13 +118,6 @@ absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
     spdlog::info("attention rescoring: off (the greedy search has no n-best to rescore)");
     return nullptr;
   }
-  if (model.context().is_cuda()) {
-    spdlog::warn(
-        "attention rescoring: off on {} (the attention decoder computes on the CPU backend only "
-        "for now); finals keep the CTC order",
-        model.context().Describe());
-    return nullptr;
-  }
   encoder::RescorerOptions options;
   options.max_frames = static_cast<int64_t>(
       std::ceil(config.rescoring_max_segment_s * 1000.0 / model.geometry().FrameShiftMs()));

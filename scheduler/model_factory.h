@@ -58,8 +58,8 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options);
 // ignored: the loaded decoder serves).
 // The attention rescorer for `model` under `config`: nullptr when the model
 // has no attention decoder, or config turns rescoring off, or the search is
-// greedy, or the model computes on CUDA (the decoder runs on the CPU backend
-// only for now); each but the first is logged.
+// greedy; each but the first is logged. It computes on the model's context
+// (the CPU or CUDA).
 absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
     const StreamingModel& model, const EngineConfig& config);
 

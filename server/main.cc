@@ -127,6 +127,12 @@ int main(int argc, char** argv) {
   app.add_option("--rescoring-max-segment", options.rescoring_max_segment_seconds,
                  "Seconds of a segment attention rescoring holds; longer ones keep the CTC order")
       ->capture_default_str();
+  app.add_option("--rescoring-memory-mib", options.rescoring_memory_mib,
+                 "MiB of device (or host) memory for the open segments' encoder output that "
+                 "attention rescoring reads, shared by every stream; 0 gives every stream its "
+                 "whole --rescoring-max-segment window. A segment that finds it full keeps the "
+                 "CTC order")
+      ->capture_default_str();
   app.add_flag("!--no-cuda-graphs", options.cuda_graphs,
                "On CUDA, launch the cohort forward's ops every tick instead of replaying CUDA "
                "graphs captured at start-up");

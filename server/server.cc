@@ -223,6 +223,7 @@ absl::Status Server::LoadModel() {
   model_options.engine.frontend_threads = options_.frontend_threads;
   model_options.engine.attention_rescoring = options_.attention_rescoring;
   model_options.engine.rescoring_max_segment_s = options_.rescoring_max_segment_seconds;
+  model_options.engine.rescoring_memory_mib = options_.rescoring_memory_mib;
   model_options.engine.cuda_graphs = options_.cuda_graphs;
   model_options.engine.overlap_ticks = options_.overlap_ticks;
   model_options.engine.decode_thread = options_.decode_thread;

@@ -76,9 +76,12 @@ struct ServerOptions {
   double lm_weight = -1.0;
   // Rescore final results with the model's attention decoder (U2 / U2++
   // models) when it has one; a request may still turn it off. Segments
-  // longer than rescoring_max_segment_seconds keep the CTC order.
+  // longer than rescoring_max_segment_seconds keep the CTC order. Their
+  // encoder output is held in a pool of rescoring_memory_mib MiB on the
+  // serving device (0: every stream's whole window).
   bool attention_rescoring = true;
   double rescoring_max_segment_seconds = 30.0;
+  double rescoring_memory_mib = 0.0;
   // On CUDA, replay the cohort forward as CUDA graphs captured at start-up
   // (scheduler::EngineConfig::cuda_graphs); false launches every op eagerly.
   bool cuda_graphs = true;

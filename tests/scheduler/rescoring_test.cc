@@ -3,7 +3,10 @@
 // their segment's encoder output (checked against the rescorer run on what
 // the model wrote into the plan), whose interim results are not, with the
 // request's n-best kept of the whole beam; a request may turn it off, and a
-// segment past the rescoring window keeps the CTC order.
+// segment past the rescoring window keeps the CTC order. The *_gpu_test
+// build runs the engines on CUDA (eagerly, where the encoder output is
+// recorded; replaying CUDA graphs against the eager engine otherwise), the
+// independent check staying on the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,12 +17,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "decoder/symbol_table.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
 #include "scheduler/model_factory.h"
 #include "scheduler/nbest_rescoring.h"
 #include "scheduler/segment_memory.h"
+#include "tests/encoder/test_util.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -28,6 +33,7 @@ const std::string kGolden = OASR_ENCODER_FIXTURES;
 
 // --- SegmentMemory -------------------------------------------------------
 
+// Frame f of a stream as a row: f * 10 + j.
 std::vector<float> Rows(int64_t first, int64_t n, int64_t dim) {
   std::vector<float> out(static_cast<size_t>(n * dim));
   for (int64_t r = 0; r < n; ++r)
@@ -35,50 +41,118 @@ std::vector<float> Rows(int64_t first, int64_t n, int64_t dim) {
   return out;
 }
 
+std::unique_ptr<ExecutionContext> CpuContext() {
+  auto ctx = ExecutionContext::Create(ExecutionContextOptions{});
+  EXPECT_TRUE(ctx.ok()) << ctx.status();
+  return std::move(*ctx);
+}
+
+// A pool on the CPU: appends of n frames from frame f, one at a time.
+struct Memory {
+  std::unique_ptr<ExecutionContext> ctx = CpuContext();
+  SegmentMemory m;
+  int64_t dim;
+  Memory(int slots, int64_t max_frames, int64_t dim, int64_t block, int64_t pool_frames = 0)
+      : m(*SegmentMemory::Create({slots, max_frames, dim, block, pool_frames, 4}, ctx.get())),
+        dim(dim) {}
+  void Append(int slot, int64_t f, int64_t n) {
+    const std::vector<float> rows = Rows(f, n, dim);
+    // Row 1 of a cohort of two: the source row offset is honoured.
+    std::vector<float> src(static_cast<size_t>((n + 1) * dim), -1.0f);
+    std::copy(rows.begin(), rows.end(), src.begin() + dim);
+    m.Append(slot, f, 1, n);
+    ASSERT_TRUE(m.Flush(src.data()).ok());
+  }
+  // The frames [begin, end) as held, or empty when they are not.
+  std::vector<float> Get(int slot, int64_t begin, int64_t end) {
+    if (!m.Held(slot, begin, end)) {
+      EXPECT_EQ(m.Gather(slot, begin, end, nullptr).code(), absl::StatusCode::kFailedPrecondition);
+      return {};
+    }
+    std::vector<float> out(static_cast<size_t>((end - begin) * dim));
+    EXPECT_TRUE(m.Gather(slot, begin, end, out.data()).ok());
+    return out;
+  }
+};
+
 TEST(SegmentMemoryTest, HoldsAppendedFramesAndForgetsFinishedSegments) {
-  auto m = SegmentMemory::Create(2, 10, 3);
-  ASSERT_TRUE(m.ok()) << m.status();
-  m->Reset(1);
-  m->Append(1, 0, Rows(0, 4, 3).data(), 4);
-  m->Append(1, 4, Rows(4, 4, 3).data(), 4);
-  const float* all = m->Frames(1, 0, 8);
-  ASSERT_NE(all, nullptr);
-  EXPECT_EQ(all[7 * 3 + 2], 72.0f);
-  EXPECT_EQ(m->Frames(1, 0, 9), nullptr);  // Not decoded yet.
-  // A segment [0, 6) ends: frames 6, 7 stay for the next one.
-  m->Forget(1, 6);
-  EXPECT_EQ(m->Frames(1, 0, 6), nullptr);
-  const float* rest = m->Frames(1, 6, 8);
-  ASSERT_NE(rest, nullptr);
-  EXPECT_EQ(rest[0], 60.0f);
-  EXPECT_EQ(rest[3], 70.0f);
-  // Slot 0 is untouched.
-  m->Reset(0);
-  EXPECT_EQ(m->Frames(0, 0, 1), nullptr);
+  Memory mem(2, 10, 3, 4);
+  mem.m.Reset(1);
+  mem.Append(1, 0, 4);
+  mem.Append(1, 4, 4);
+  EXPECT_EQ(mem.Get(1, 0, 8), Rows(0, 8, 3));
+  EXPECT_TRUE(mem.Get(1, 0, 9).empty());  // Not decoded yet.
+  EXPECT_EQ(mem.m.blocks_free(), mem.m.blocks_total() - 2);
+  // A segment [0, 6) ends: frames 6, 7 stay for the next one, and the
+  // block of frames 0-3 goes back.
+  mem.m.Forget(1, 6);
+  EXPECT_TRUE(mem.Get(1, 0, 6).empty());
+  EXPECT_EQ(mem.Get(1, 6, 8), Rows(6, 2, 3));
+  EXPECT_EQ(mem.m.blocks_free(), mem.m.blocks_total() - 1);
+  // Chunks not aligned to the blocks span two.
+  mem.Append(1, 8, 3);
+  mem.Append(1, 11, 3);
+  EXPECT_EQ(mem.Get(1, 6, 14), Rows(6, 8, 3));
+  // Slot 0 is untouched; a stream's end gives every block back.
+  mem.m.Reset(0);
+  EXPECT_TRUE(mem.Get(0, 0, 1).empty());
+  mem.m.Reset(1);
+  EXPECT_EQ(mem.m.blocks_free(), mem.m.blocks_total());
+  // Every slot its whole window by default: 10 frames of blocks of 4 may
+  // touch 4 blocks.
+  EXPECT_EQ(mem.m.blocks_total(), 2 * 4);
 }
 
 TEST(SegmentMemoryTest, ASegmentPastTheCeilingIsNotHeldButTheNextOneIs) {
-  auto m = SegmentMemory::Create(1, 6, 2);
-  ASSERT_TRUE(m.ok());
-  m->Reset(0);
-  for (int64_t f = 0; f < 12; f += 4) m->Append(0, f, Rows(f, 4, 2).data(), 4);
+  Memory mem(1, 6, 2, 4);
+  mem.m.Reset(0);
+  for (int64_t f = 0; f < 12; f += 4) mem.Append(0, f, 4);
   // 12 frames of one segment do not fit in 6: the slot started over at 8.
-  EXPECT_EQ(m->Frames(0, 0, 12), nullptr);
-  EXPECT_EQ(m->Frames(0, 4, 12), nullptr);
-  const float* tail = m->Frames(0, 8, 12);
-  ASSERT_NE(tail, nullptr);
-  EXPECT_EQ(tail[0], 80.0f);
+  EXPECT_TRUE(mem.Get(0, 0, 12).empty());
+  EXPECT_TRUE(mem.Get(0, 4, 12).empty());
+  EXPECT_EQ(mem.Get(0, 8, 12), Rows(8, 4, 2));
   // The long segment ended at 10; the next, from 10, is held.
-  m->Forget(0, 10);
-  m->Append(0, 12, Rows(12, 4, 2).data(), 4);
-  const float* next = m->Frames(0, 10, 16);
-  ASSERT_NE(next, nullptr);
-  EXPECT_EQ(next[2 * 2], 120.0f);
+  mem.m.Forget(0, 10);
+  mem.Append(0, 12, 4);
+  EXPECT_EQ(mem.Get(0, 10, 16), Rows(10, 6, 2));
   // A gap (frames never appended) starts over.
-  m->Append(0, 20, Rows(20, 2, 2).data(), 2);
-  EXPECT_EQ(m->Frames(0, 10, 16), nullptr);
-  EXPECT_NE(m->Frames(0, 20, 22), nullptr);
-  EXPECT_FALSE(SegmentMemory::Create(0, 6, 2).ok());
+  mem.Append(0, 20, 2);
+  EXPECT_TRUE(mem.Get(0, 10, 16).empty());
+  EXPECT_EQ(mem.Get(0, 20, 22), Rows(20, 2, 2));
+  // A chunk longer than the window leaves nothing held.
+  mem.Append(0, 22, 7);
+  EXPECT_TRUE(mem.Get(0, 22, 29).empty());
+  EXPECT_EQ(mem.m.blocks_free(), mem.m.blocks_total());
+  auto ctx = CpuContext();
+  EXPECT_FALSE(SegmentMemory::Create({0, 6, 2, 4, 0, 4}, ctx.get()).ok());
+  EXPECT_FALSE(SegmentMemory::Create({1, 6, 2, 0, 0, 4}, ctx.get()).ok());
+  EXPECT_FALSE(SegmentMemory::Create({1, 6, 2, 4, 0, 4}, nullptr).ok());
+}
+
+TEST(SegmentMemoryTest, AnEmptyPoolCostsOnlyTheSegmentThatFindsItEmpty) {
+  // Three slots share 4 blocks of 4 frames (one window of 12 frames).
+  Memory mem(3, 12, 2, 4, 16);
+  EXPECT_EQ(mem.m.blocks_total(), 4);
+  for (int slot = 0; slot < 3; ++slot) mem.m.Reset(slot);
+  mem.Append(0, 0, 4);
+  mem.Append(0, 4, 4);
+  mem.Append(1, 0, 4);
+  mem.Append(2, 0, 4);  // The last block.
+  EXPECT_EQ(mem.m.blocks_free(), 0);
+  // Slot 1's next chunk finds the pool empty: it starts over on its own
+  // block, and its segment is no longer held whole; the others keep theirs.
+  mem.Append(1, 4, 4);
+  EXPECT_EQ(mem.m.exhausted(), 1);
+  EXPECT_TRUE(mem.Get(1, 0, 8).empty());
+  EXPECT_EQ(mem.Get(1, 4, 8), Rows(4, 4, 2));
+  EXPECT_EQ(mem.Get(0, 0, 8), Rows(0, 8, 2));
+  EXPECT_EQ(mem.Get(2, 0, 4), Rows(0, 4, 2));
+  // Slot 0's segment ends at 8: its blocks go back, and slot 2 grows again.
+  mem.m.Forget(0, 8);
+  EXPECT_EQ(mem.m.blocks_free(), 2);
+  mem.Append(2, 4, 4);
+  EXPECT_EQ(mem.Get(2, 0, 8), Rows(0, 8, 2));
+  EXPECT_EQ(mem.m.exhausted(), 1);
 }
 
 // --- The engine ----------------------------------------------------------
@@ -103,7 +177,14 @@ class RecordingModel final : public StreamingModel {
     absl::Status status = inner_->ForwardCohort(plan, log_probs);
     if (!status.ok() || plan.encoder_out.empty()) return status;
     const int64_t d = geometry().encoder_dim;
-    const float* eo = static_cast<const float*>(plan.encoder_out.data());
+    std::vector<float> host(static_cast<size_t>(plan.encoder_out.numel()));
+    if (plan.encoder_out.device().is_cuda()) {
+      OASR_RETURN_IF_ERROR(context().Synchronize());
+    }
+    OASR_RETURN_IF_ERROR(CopyTensor(
+        TensorView(host.data(), DType::kFloat32, plan.encoder_out.shape(), Device::Cpu()),
+        plan.encoder_out));
+    const float* eo = host.data();
     for (int b = 0; b < plan.batch; ++b) {
       std::vector<float>& out = frames_[plan.host_slots[b]];
       const int64_t offset = plan.host_offsets[b];
@@ -150,12 +231,15 @@ struct Outcome {
 Outcome Transcribe(const std::string& name, EngineConfig config, const StreamRequest& request,
                const std::vector<int16_t>& audio) {
   Outcome run;
-  auto inner = ConformerStreamingModel::Load(kGolden + "/" + name + "/model");
+  ConformerModelOptions model_options;
+  model_options.device = encoder::testing::TestDevice();
+  auto inner = ConformerStreamingModel::Load(kGolden + "/" + name + "/model", model_options);
   EXPECT_TRUE(inner.ok()) << inner.status();
   if (!inner.ok()) return run;
   auto model = std::make_unique<RecordingModel>(std::move(*inner));
   RecordingModel* recorder = model.get();
   config.max_batch_size = 2;
+  config.cuda_graphs = false;  // The recording copies to the host: nothing to capture.
   config.decoder.frame_shift_ms = static_cast<float>(model->geometry().FrameShiftMs());
   auto units = decoder::SymbolTable::Load(kGolden + "/" + name + "/model/units.txt");
   EXPECT_TRUE(units.ok());
@@ -224,6 +308,7 @@ StreamRequest Request(int nbest, bool segments) {
 class EngineRescoringTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineRescoringTest, FinalsAreRescoredOverTheirSegmentAndInterimsAreNot) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   const std::vector<int16_t> audio = Speechlike(3.3);
   constexpr size_t kNbest = 3;
   int reordered = 0;
@@ -280,12 +365,16 @@ TEST_P(EngineRescoringTest, FinalsAreRescoredOverTheirSegmentAndInterimsAreNot) 
             << "hyp " << i;
         EXPECT_NE(r.nbest[i].attention_score, 0.0f);
         // ... in the order of the totals ...
-        if (i > 0) EXPECT_GE(total(r.nbest[i - 1]) + tolerance(total(r.nbest[i])), total(r.nbest[i]));
+        if (i > 0) {
+          EXPECT_GE(total(r.nbest[i - 1]) + tolerance(total(r.nbest[i])), total(r.nbest[i]));
+        }
         // ... and the best ones of the beam, where no near tie blurs the cut.
         const bool clear = i + 1 >= want.nbest.size() ||
                            total(want.nbest[i]) - total(want.nbest[i + 1]) >
                                10 * tolerance(total(want.nbest[i]));
-        if (clear) EXPECT_EQ(r.nbest[i].tokens, want.nbest[i].tokens) << "hyp " << i;
+        if (clear) {
+          EXPECT_EQ(r.nbest[i].tokens, want.nbest[i].tokens) << "hyp " << i;
+        }
       }
       for (size_t i = 0; i < want.nbest.size(); ++i) {
         reordered += want.nbest[i].tokens != ctc.finals[s].nbest[i].tokens;
@@ -298,6 +387,7 @@ TEST_P(EngineRescoringTest, FinalsAreRescoredOverTheirSegmentAndInterimsAreNot) 
 }
 
 TEST_P(EngineRescoringTest, ARequestTurnsItOffAndALongSegmentKeepsTheCtcOrder) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
   const std::vector<int16_t> audio = Speechlike(2.5);
   const Outcome ctc = Transcribe(GetParam(), Config(false), Request(2, false), audio);
   StreamRequest off = Request(2, false);
@@ -320,6 +410,67 @@ TEST_P(EngineRescoringTest, ARequestTurnsItOffAndALongSegmentKeepsTheCtcOrder) {
   EXPECT_EQ(too_long.rescored, 0);
   EXPECT_EQ(too_long.not_rescored, 1);
 }
+
+#if OASR_TEST_CUDA
+// Replayed CUDA graphs (cohorts padded to the captured widths, the padding
+// lane writing encoder output that no segment reads) give the eager
+// engine's rescored finals, three streams at a time.
+TEST_P(EngineRescoringTest, CudaGraphsGiveTheEagerEnginesRescoredFinals) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  const std::vector<int16_t> audio = Speechlike(3.3);
+  constexpr int kStreams = 3;
+  std::vector<std::vector<decoder::DecodeResult>> runs;  // Per engine, every stream's finals.
+  for (bool graphs : {false, true}) {
+    EngineConfig config = Config(true);
+    config.cuda_graphs = graphs;
+    config.max_batch_size = 4;
+    ModelOptions options;
+    options.model_dir = kGolden + "/" + GetParam() + "/model";
+    options.device = encoder::testing::TestDevice();
+    options.dtype = DType::kFloat32;
+    auto engine = LoadEngine(options, config);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::unique_ptr<EngineStream>> streams;
+    for (int i = 0; i < kStreams; ++i) {
+      auto stream = (*engine)->OpenStream(Request(3, true));
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      streams.push_back(std::move(*stream));
+    }
+    for (size_t at = 0; at < audio.size(); at += 1600) {
+      const size_t n = std::min<size_t>(1600, audio.size() - at);
+      for (auto& s : streams) ASSERT_TRUE(s->PushAudio({audio.data() + at, n}).ok());
+    }
+    for (auto& s : streams) ASSERT_TRUE(s->EndAudio().ok());
+    std::vector<decoder::DecodeResult> finals;
+    for (auto& s : streams) {
+      StreamEvent event;
+      for (int i = 0; i < 100000 && !event.finish; ++i) {
+        if (!s->outbox().WaitPop(&event, 60)) break;
+        for (decoder::DecodeResult& r : event.results) {
+          if (r.is_final) finals.push_back(std::move(r));
+        }
+      }
+      EXPECT_EQ(event.finish, FinishReason::kStop);
+    }
+    EXPECT_EQ((*engine)->stats().segments_rescored.load(), static_cast<int64_t>(finals.size()));
+    EXPECT_EQ((*engine)->stats().segments_not_rescored.load(), 0);
+    (*engine)->Stop();
+    runs.push_back(std::move(finals));
+  }
+  ASSERT_EQ(runs[1].size(), runs[0].size());
+  ASSERT_GE(runs[0].size(), 2u * kStreams);
+  for (size_t f = 0; f < runs[0].size(); ++f) {
+    SCOPED_TRACE(absl::StrCat("final ", f));
+    EXPECT_TRUE(runs[1][f].rescored);
+    ASSERT_EQ(runs[1][f].nbest.size(), runs[0][f].nbest.size());
+    for (size_t i = 0; i < runs[0][f].nbest.size(); ++i) {
+      EXPECT_EQ(runs[1][f].nbest[i].tokens, runs[0][f].nbest[i].tokens) << "hyp " << i;
+      EXPECT_NEAR(runs[1][f].nbest[i].attention_score, runs[0][f].nbest[i].attention_score, 1e-3)
+          << "hyp " << i;
+    }
+  }
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineRescoringTest,
                          ::testing::Values("u2_rescoring", "u2pp_rescoring", "u2pp_rescoring_sub8"));
