@@ -66,19 +66,20 @@ int main(int argc, char** argv) {
   if (!ctx.ok()) return std::fprintf(stderr, "%s\n", ctx.status().ToString().c_str()), 1;
   const auto& cfg = (*model)->config();
   const auto* dec = (*model)->attention_decoder();
-  if (dec == nullptr) return std::fprintf(stderr, "%s has no attention decoder\n", model_dir.c_str()), 1;
+  if (dec == nullptr)
+    return std::fprintf(stderr, "%s has no attention decoder\n", model_dir.c_str()), 1;
   const double frame_ms = 10.0 * cfg.subsampling_rate();
   const double longest = *std::max_element(seconds.begin(), seconds.end());
   encoder::RescorerOptions ropts;
   ropts.max_frames = static_cast<int64_t>(longest * 1000.0 / frame_ms) + 1;
   auto rescorer = encoder::AttentionRescorer::Create(model->get(), ctx->get(), ropts);
   if (!rescorer.ok()) return std::fprintf(stderr, "%s\n", rescorer.status().ToString().c_str()), 1;
-  std::printf("oasr-bench-rescoring: %s, d %lld, V %lld, decoder %d + %d blocks (heads %d, units %d), "
-              "%d hypotheses, %s\n",
-              model_dir.c_str(), static_cast<long long>(cfg.output_size),
-              static_cast<long long>(cfg.output_dim), dec->config.num_blocks,
-              dec->config.r_num_blocks, dec->config.attention_heads, dec->config.linear_units,
-              hyps, (*ctx)->Describe().c_str());
+  std::printf(
+      "oasr-bench-rescoring: %s, d %lld, V %lld, decoder %d + %d blocks (heads %d, units %d), "
+      "%d hypotheses, %s\n",
+      model_dir.c_str(), static_cast<long long>(cfg.output_size),
+      static_cast<long long>(cfg.output_dim), dec->config.num_blocks, dec->config.r_num_blocks,
+      dec->config.attention_heads, dec->config.linear_units, hyps, (*ctx)->Describe().c_str());
   std::printf("%8s %7s %7s %12s %12s\n", "seconds", "frames", "tokens", "ms/final", "finals/s");
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);

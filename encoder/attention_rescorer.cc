@@ -42,9 +42,9 @@ absl::Status RescorerOptions::Validate() const {
         absl::StrCat("rescorer: max_frames=", max_frames, " is outside [1, 2^20]"));
   }
   if (max_rows != 0 && (max_rows < max_frames + 1 || max_rows > (int64_t{1} << 22))) {
-    return absl::InvalidArgumentError(absl::StrCat("rescorer: max_rows=", max_rows,
-                                                   " is neither 0 nor in [max_frames + 1 = ",
-                                                   max_frames + 1, ", 2^22]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rescorer: max_rows=", max_rows,
+                     " is neither 0 nor in [max_frames + 1 = ", max_frames + 1, ", 2^22]"));
   }
   return absl::OkStatus();
 }
@@ -68,14 +68,13 @@ absl::StatusOr<std::unique_ptr<AttentionRescorer>> AttentionRescorer::Create(
   return r;
 }
 
-absl::Status AttentionRescorer::PrepareDirection(const DecoderDirectionWeights& w,
-                                                 Direction* out) {
+absl::Status AttentionRescorer::PrepareDirection(const DecoderDirectionWeights& w, Direction* out) {
   ExecutionContext& ctx = *ctx_;
   kernels::LinearOptions plain;
   kernels::LinearOptions relu;
   relu.activation = kernels::Activation::kRelu;
-  auto linear = [&](const LinearWeights& lw, const kernels::LinearOptions& o)
-      -> absl::StatusOr<kernels::LinearOp> {
+  auto linear = [&](const LinearWeights& lw,
+                    const kernels::LinearOptions& o) -> absl::StatusOr<kernels::LinearOp> {
     return kernels::LinearOp::Create(lw.weight.data<float>(), lw.bias.data<float>(),
                                      lw.weight.dim(0), lw.weight.dim(1), o, ctx);
   };
@@ -142,8 +141,8 @@ absl::Status AttentionRescorer::Init() {
   OASR_ASSIGN_OR_RETURN(att_, Buffer({rows, d_}));
   OASR_ASSIGN_OR_RETURN(hidden_, Buffer({rows, units_}));
   OASR_ASSIGN_OR_RETURN(logits_, Buffer({logit_rows_, vocab_}));
-  OASR_ASSIGN_OR_RETURN(scores_, cuda ? Buffer({rows * heads_, frames + 1})
-                                      : Buffer({frames + 1, frames + 1}));
+  OASR_ASSIGN_OR_RETURN(
+      scores_, cuda ? Buffer({rows * heads_, frames + 1}) : Buffer({frames + 1, frames + 1}));
   OASR_ASSIGN_OR_RETURN(row_log_probs_, Buffer({rows}));
   index_.resize(static_cast<size_t>(kIndices * rows));
   if (cuda) {
@@ -256,8 +255,8 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
     p.d = d;
     return kernels::LayerNorm(ctx, p);
   };
-  auto run = [&](const kernels::LinearOp& op, const float* in, int64_t ldx, float* dst,
-                 int64_t ldy, int64_t m, bool accumulate) {
+  auto run = [&](const kernels::LinearOp& op, const float* in, int64_t ldx, float* dst, int64_t ldy,
+                 int64_t m, bool accumulate) {
     kernels::LinearArgs a;
     a.x = in;
     a.ldx = ldx;
@@ -357,9 +356,9 @@ absl::Status AttentionRescorer::Score(const float* memory, int64_t frames,
                                                    options_.max_frames, ")"));
   }
   if (left.size() != hyps.size() || (!right.empty() && right.size() != hyps.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("rescoring: ", hyps.size(),
-                                                   " hypotheses but ", left.size(), " / ",
-                                                   right.size(), " score slots"));
+    return absl::InvalidArgumentError(absl::StrCat("rescoring: ", hyps.size(), " hypotheses but ",
+                                                   left.size(), " / ", right.size(),
+                                                   " score slots"));
   }
   if (!right.empty() && directions_.size() < 2) {
     return absl::InvalidArgumentError(
@@ -373,9 +372,8 @@ absl::Status AttentionRescorer::Score(const float* memory, int64_t frames,
     }
     for (int32_t u : hyps[i]) {
       if (u < 0 || u >= vocab_) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rescoring: hypothesis ", i, " has unit ", u, " outside [0, ", vocab_,
-                         ")"));
+        return absl::InvalidArgumentError(absl::StrCat("rescoring: hypothesis ", i, " has unit ", u,
+                                                       " outside [0, ", vocab_, ")"));
       }
     }
   }

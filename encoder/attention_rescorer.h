@@ -96,17 +96,17 @@ class AttentionRescorer {
   RescorerOptions options_;
   int64_t d_ = 0, heads_ = 0, dk_ = 0, units_ = 0, vocab_ = 0;
   std::vector<std::unique_ptr<Direction>> directions_;  // left, then right
-  std::vector<Tensor> device_weights_;  // What OnDevice copied (CUDA).
+  std::vector<Tensor> device_weights_;                  // What OnDevice copied (CUDA).
   // Work buffers on ctx_'s device (see the file comment), float32.
-  Tensor pe_;        // [max_frames + 1, d] sinusoid positions
-  Tensor cross_kv_;  // [layers, max_frames, 2d]
+  Tensor pe_;                          // [max_frames + 1, d] sinusoid positions
+  Tensor cross_kv_;                    // [layers, max_frames, 2d]
   Tensor x_, y_, qkv_, att_, hidden_;  // rows x d / 3d / d / U
-  Tensor logits_;    // [logit_rows_, V]
+  Tensor logits_;                      // [logit_rows_, V]
   // Attention weights: CPU [max_frames + 1, max_frames + 1] (one head of one
   // hypothesis at a time); CUDA [max_rows * heads, max_frames + 1] (every
   // row's span at once).
   Tensor scores_;
-  Tensor row_log_probs_;  // [max_rows]: each row's target log-probability
+  Tensor row_log_probs_;    // [max_rows]: each row's target log-probability
   int64_t logit_rows_ = 0;  // Output-layer rows per pass.
   // Per row of a group, on the host: the unit it reads, its position, the
   // unit it predicts, its self-attention span [begin, end), its cross-

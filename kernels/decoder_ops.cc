@@ -76,10 +76,10 @@ absl::Status Invalid(const char* op, const std::string& what) {
 
 absl::Status EmbedTokens(ExecutionContext& ctx, const EmbedParams& p) {
   if (p.rows == 0) return absl::OkStatus();
-  if (p.table == nullptr || p.positions == nullptr || p.tokens == nullptr ||
-      p.steps == nullptr || p.out == nullptr || p.rows < 0 || p.d < 1) {
-    return Invalid("embed_tokens", absl::StrCat("rows ", p.rows, ", d ", p.d,
-                                                " (every pointer non-null, d >= 1)"));
+  if (p.table == nullptr || p.positions == nullptr || p.tokens == nullptr || p.steps == nullptr ||
+      p.out == nullptr || p.rows < 0 || p.d < 1) {
+    return Invalid("embed_tokens",
+                   absl::StrCat("rows ", p.rows, ", d ", p.d, " (every pointer non-null, d >= 1)"));
   }
   if (!ctx.is_cuda()) {
     EmbedTokensCpu(p);
@@ -115,8 +115,8 @@ absl::Status SpanAttention(ExecutionContext& ctx, const SpanAttentionParams& p) 
 
 absl::Status TargetLogProbs(ExecutionContext& ctx, const TargetLogProbParams& p) {
   if (p.rows == 0) return absl::OkStatus();
-  if (p.logits == nullptr || p.targets == nullptr || p.out == nullptr || p.rows < 0 ||
-      p.n < 1 || p.ld < p.n) {
+  if (p.logits == nullptr || p.targets == nullptr || p.out == nullptr || p.rows < 0 || p.n < 1 ||
+      p.ld < p.n) {
     return Invalid("target_log_probs", absl::StrCat("rows ", p.rows, ", n ", p.n, ", ld ", p.ld,
                                                     " (pointers non-null, ld >= n >= 1)"));
   }
@@ -132,8 +132,7 @@ absl::Status TargetLogProbs(ExecutionContext& ctx, const TargetLogProbParams& p)
 
 absl::Status CopyRowRuns(ExecutionContext& ctx, const CopyRowRunsParams& p) {
   if (p.num_runs == 0) return absl::OkStatus();
-  if (p.src == nullptr || p.dst == nullptr || p.runs == nullptr || p.num_runs < 0 ||
-      p.width < 1) {
+  if (p.src == nullptr || p.dst == nullptr || p.runs == nullptr || p.num_runs < 0 || p.width < 1) {
     return Invalid("copy_row_runs", absl::StrCat("runs ", p.num_runs, ", width ", p.width,
                                                  " (pointers non-null, width >= 1)"));
   }

@@ -38,9 +38,9 @@ __device__ float BlockReduce(float v, float* red, bool is_max) {
 // threads (parts of the span) and added up in shared memory.
 __global__ void SpanAttentionKernel(SpanAttentionParams p) {
   extern __shared__ float smem[];
-  float* q = smem;                // [dk]
-  float* acc = smem + p.dk;       // [kThreads] partial sums (dk <= kThreads)
-  float* red = acc + kThreads;    // [32]
+  float* q = smem;              // [dk]
+  float* acc = smem + p.dk;     // [kThreads] partial sums (dk <= kThreads)
+  float* red = acc + kThreads;  // [32]
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t off = static_cast<int64_t>(h) * p.dk;
@@ -71,7 +71,8 @@ __global__ void SpanAttentionKernel(SpanAttentionParams p) {
     const int i = threadIdx.x % p.dk, part = threadIdx.x / p.dk;
     float a = 0.0f;
     if (part < parts) {
-      for (int64_t j = begin + part; j < end; j += parts) a = fmaf(s[j - begin], p.v[j * p.ldkv + off + i], a);
+      for (int64_t j = begin + part; j < end; j += parts)
+        a = fmaf(s[j - begin], p.v[j * p.ldkv + off + i], a);
     }
     acc[threadIdx.x] = a;
     __syncthreads();

@@ -54,8 +54,8 @@ absl::Status EngineConfig::Validate() const {
         "rescoring_max_segment_s: ", rescoring_max_segment_s, " is outside (0, 3600]"));
   }
   if (!(rescoring_memory_mib >= 0 && rescoring_memory_mib <= 1 << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rescoring_memory_mib: ", rescoring_memory_mib, " is outside [0, 2^24]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rescoring_memory_mib: ", rescoring_memory_mib, " is outside [0, 2^24]"));
   }
   if (frontend_threads < 0 || frontend_threads > kMaxFrontendThreads) {
     return absl::InvalidArgumentError(absl::StrCat("frontend_threads: ", frontend_threads,
@@ -843,8 +843,8 @@ void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& final
   for (decoder::DecodeResult& r : finals) {
     bool rescored = false;
     if (slot >= 0 && rescore && segment_memory_->Held(slot, r.start_frame, r.end_frame)) {
-      absl::Status status = segment_memory_->Gather(slot, r.start_frame, r.end_frame,
-                                                    segment_.data<float>());
+      absl::Status status =
+          segment_memory_->Gather(slot, r.start_frame, r.end_frame, segment_.data<float>());
       if (status.ok()) {
         status = RescoreResult(*rescorer_, weights, segment_.data<float>(),
                                r.end_frame - r.start_frame, static_cast<size_t>(s.nbest), &r);

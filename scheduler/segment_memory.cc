@@ -20,16 +20,14 @@ absl::StatusOr<SegmentMemory> SegmentMemory::Create(const SegmentMemoryOptions& 
   if (ctx == nullptr || options.slots < 1 || options.max_frames < 1 || options.dim < 1 ||
       options.block_frames < 1 || options.pool_frames < 0 || options.max_runs < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "segment memory: slots=", options.slots, ", max_frames=", options.max_frames,
-        ", dim=", options.dim, ", block_frames=", options.block_frames, ", pool_frames=",
-        options.pool_frames, ", max_runs=", options.max_runs,
-        " (each positive, pool_frames 0 or more, and a context)"));
+        "segment memory: slots=", options.slots, ", max_frames=", options.max_frames, ", dim=",
+        options.dim, ", block_frames=", options.block_frames, ", pool_frames=", options.pool_frames,
+        ", max_runs=", options.max_runs, " (each positive, pool_frames 0 or more, and a context)"));
   }
   const int64_t blocks = options.PoolBlocks();
   if (blocks * options.block_frames > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("segment memory: ", blocks, " blocks of ",
-                                                   options.block_frames,
-                                                   " frames pass 2^31 rows"));
+                                                   options.block_frames, " frames pass 2^31 rows"));
   }
   SegmentMemory m(options, ctx);
   OASR_ASSIGN_OR_RETURN(m.pool_, Tensor::Empty({blocks * options.block_frames, options.dim},
@@ -134,9 +132,8 @@ bool SegmentMemory::Held(int slot, int64_t begin, int64_t end) const {
 
 absl::Status SegmentMemory::Gather(int slot, int64_t begin, int64_t end, float* dst) {
   if (!Held(slot, begin, end)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("segment memory: frames [", begin, ", ", end, ") of slot ", slot,
-                     " are not all held"));
+    return absl::FailedPreconditionError(absl::StrCat("segment memory: frames [", begin, ", ", end,
+                                                      ") of slot ", slot, " are not all held"));
   }
   if (!runs_.empty()) {
     return absl::FailedPreconditionError("segment memory: a gather before the appends' flush");
@@ -160,7 +157,8 @@ void SegmentMemory::Forget(int slot, int64_t frame) {
   e.start = std::min(std::max(e.start, frame), e.end);
   const int64_t B = options_.block_frames;
   size_t drop = 0;
-  while (drop < e.blocks.size() && (e.first_block + static_cast<int64_t>(drop) + 1) * B <= e.start) {
+  while (drop < e.blocks.size() &&
+         (e.first_block + static_cast<int64_t>(drop) + 1) * B <= e.start) {
     ++drop;
   }
   if (drop == 0) return;

@@ -91,10 +91,10 @@ class SegmentMemory {
 
  private:
   struct Extent {
-    int64_t start = 0;             // First frame held.
-    int64_t end = 0;               // One past the last.
-    int64_t first_block = 0;       // The stream block (frame / block_frames) of blocks[0].
-    std::vector<int32_t> blocks;   // Pool blocks, in stream order.
+    int64_t start = 0;            // First frame held.
+    int64_t end = 0;              // One past the last.
+    int64_t first_block = 0;      // The stream block (frame / block_frames) of blocks[0].
+    std::vector<int32_t> blocks;  // Pool blocks, in stream order.
   };
   SegmentMemory(const SegmentMemoryOptions& options, ExecutionContext* ctx)
       : options_(options), ctx_(ctx) {}
@@ -107,8 +107,8 @@ class SegmentMemory {
 
   SegmentMemoryOptions options_;
   ExecutionContext* ctx_ = nullptr;
-  Tensor pool_;              // [blocks * block_frames, dim] on the device
-  Tensor runs_device_;       // [max_runs, 3] int32 (CUDA)
+  Tensor pool_;         // [blocks * block_frames, dim] on the device
+  Tensor runs_device_;  // [max_runs, 3] int32 (CUDA)
   std::vector<int32_t> free_;
   std::vector<Extent> extents_;
   std::vector<int32_t> runs_;  // Queued copies, 3 ints each.

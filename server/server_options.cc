@@ -57,8 +57,8 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("num_threads: ", num_threads, " is outside [1, 256]"));
   }
   if (!(rescoring_memory_mib >= 0 && rescoring_memory_mib <= 1 << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat("rescoring_memory_mib: ", rescoring_memory_mib,
-                                                   " is outside [0, 2^24]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rescoring_memory_mib: ", rescoring_memory_mib, " is outside [0, 2^24]"));
   }
   if (!(rescoring_max_segment_seconds > 0 && rescoring_max_segment_seconds <= 3600)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -32,7 +32,7 @@ constexpr double kTolerance = 2e-3;  // On sums of ~10 float32 log-probabilities
 struct Case {
   std::string name;
   std::unique_ptr<ConformerModel> model;
-  Tensor memory;  // [T, d] on the test device
+  Tensor memory;       // [T, d] on the test device
   Tensor host_memory;  // The same on the host
   std::vector<std::vector<int32_t>> hyps;
   std::vector<double> ctc_scores;

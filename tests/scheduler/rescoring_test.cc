@@ -189,8 +189,8 @@ class RecordingModel final : public StreamingModel {
       std::vector<float>& out = frames_[plan.host_slots[b]];
       const int64_t offset = plan.host_offsets[b];
       out.resize(static_cast<size_t>((offset + plan.host_frames[b]) * d));
-      std::copy(eo + int64_t{b} * plan.chunk * d, eo + (int64_t{b} * plan.chunk + plan.host_frames[b]) * d,
-                out.begin() + offset * d);
+      std::copy(eo + int64_t{b} * plan.chunk * d,
+                eo + (int64_t{b} * plan.chunk + plan.host_frames[b]) * d, out.begin() + offset * d);
     }
     return status;
   }
@@ -214,8 +214,8 @@ std::vector<int16_t> Speechlike(double seconds) {
     const double t = i / 16000.0;
     const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 2.1 * t);
     const double f = 300 + 200 * std::sin(2 * M_PI * 0.7 * t);
-    out[i] = static_cast<int16_t>(7000 * env * (std::sin(2 * M_PI * f * t) +
-                                                0.4 * std::sin(2 * M_PI * 3.1 * f * t)));
+    out[i] = static_cast<int16_t>(
+        7000 * env * (std::sin(2 * M_PI * f * t) + 0.4 * std::sin(2 * M_PI * 3.1 * f * t)));
   }
   return out;
 }
@@ -229,7 +229,7 @@ struct Outcome {
 
 // One stream of `audio` through an engine on the fixture `name`.
 Outcome Transcribe(const std::string& name, EngineConfig config, const StreamRequest& request,
-               const std::vector<int16_t>& audio) {
+                   const std::vector<int16_t>& audio) {
   Outcome run;
   ConformerModelOptions model_options;
   model_options.device = encoder::testing::TestDevice();
@@ -251,12 +251,12 @@ Outcome Transcribe(const std::string& name, EngineConfig config, const StreamReq
     encoder::RescorerOptions options;
     options.max_frames = static_cast<int64_t>(
         std::ceil(config.rescoring_max_segment_s * 1000 / model->geometry().FrameShiftMs()));
-    auto created = encoder::AttentionRescorer::Create(&recorder->model(), &model->context(), options);
+    auto created =
+        encoder::AttentionRescorer::Create(&recorder->model(), &model->context(), options);
     EXPECT_TRUE(created.ok()) << created.status();
     rescorer = std::move(*created);
   }
-  auto engine =
-      Engine::Create(config, std::move(model), std::move(*ctc), std::move(rescorer));
+  auto engine = Engine::Create(config, std::move(model), std::move(*ctc), std::move(rescorer));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
   auto stream = (*engine)->OpenStream(request);
@@ -316,7 +316,8 @@ TEST_P(EngineRescoringTest, FinalsAreRescoredOverTheirSegmentAndInterimsAreNot) 
     SCOPED_TRACE(segments ? "segments at endpoints" : "one segment");
     // The CTC n-best of the whole beam, unrescored.
     const Outcome ctc = Transcribe(GetParam(), Config(false), Request(10, segments), audio);
-    const Outcome got = Transcribe(GetParam(), Config(true), Request(static_cast<int>(kNbest), segments), audio);
+    const Outcome got =
+        Transcribe(GetParam(), Config(true), Request(static_cast<int>(kNbest), segments), audio);
     ASSERT_EQ(got.finals.size(), ctc.finals.size());
     ASSERT_GE(got.finals.size(), segments ? 2u : 1u);
     EXPECT_EQ(got.partials, ctc.partials) << "interim results are CTC-only";
@@ -330,8 +331,9 @@ TEST_P(EngineRescoringTest, FinalsAreRescoredOverTheirSegmentAndInterimsAreNot) 
     ASSERT_TRUE(ctx.ok());
     // The engine's window (30 s), so that hypotheses are grouped as there.
     encoder::RescorerOptions options;
-    options.max_frames = static_cast<int64_t>(std::ceil(
-        Config(true).rescoring_max_segment_s * 1000 / (10.0 * model->get()->config().subsampling_rate())));
+    options.max_frames =
+        static_cast<int64_t>(std::ceil(Config(true).rescoring_max_segment_s * 1000 /
+                                       (10.0 * model->get()->config().subsampling_rate())));
     auto rescorer = encoder::AttentionRescorer::Create(model->get(), ctx->get(), options);
     ASSERT_TRUE(rescorer.ok()) << rescorer.status();
     const encoder::RescoringWeights& weights = (*model)->attention_decoder()->config.rescoring;
@@ -369,9 +371,9 @@ TEST_P(EngineRescoringTest, FinalsAreRescoredOverTheirSegmentAndInterimsAreNot) 
           EXPECT_GE(total(r.nbest[i - 1]) + tolerance(total(r.nbest[i])), total(r.nbest[i]));
         }
         // ... and the best ones of the beam, where no near tie blurs the cut.
-        const bool clear = i + 1 >= want.nbest.size() ||
-                           total(want.nbest[i]) - total(want.nbest[i + 1]) >
-                               10 * tolerance(total(want.nbest[i]));
+        const bool clear =
+            i + 1 >= want.nbest.size() ||
+            total(want.nbest[i]) - total(want.nbest[i + 1]) > 10 * tolerance(total(want.nbest[i]));
         if (clear) {
           EXPECT_EQ(r.nbest[i].tokens, want.nbest[i].tokens) << "hyp " << i;
         }
@@ -473,7 +475,8 @@ TEST_P(EngineRescoringTest, CudaGraphsGiveTheEagerEnginesRescoredFinals) {
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineRescoringTest,
-                         ::testing::Values("u2_rescoring", "u2pp_rescoring", "u2pp_rescoring_sub8"));
+                         ::testing::Values("u2_rescoring", "u2pp_rescoring",
+                                           "u2pp_rescoring_sub8"));
 
 TEST(EngineRescoringFactoryTest, OnlyModelsWithADecoderAndTheBeamSearchRescore) {
   ModelOptions options;
