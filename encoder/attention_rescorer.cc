@@ -15,7 +15,9 @@
 namespace oasr::encoder {
 namespace {
 
-constexpr int64_t kCpuLogitRows = 64;  // Output-layer rows per pass on the CPU (bounds the logits).
+// Output-layer rows per pass (they bound the logits buffer).
+constexpr int64_t kCpuLogitRows = 64;
+constexpr int64_t kCudaLogitRows = 2048;
 
 struct Norm {
   const float* scale;
@@ -40,6 +42,12 @@ absl::Status RescorerOptions::Validate() const {
   if (max_frames < 1 || max_frames > (int64_t{1} << 20)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rescorer: max_frames=", max_frames, " is outside [1, 2^20]"));
+  }
+  if (max_batch_frames != 0 &&
+      (max_batch_frames < max_frames || max_batch_frames > (int64_t{1} << 24))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rescorer: max_batch_frames=", max_batch_frames,
+                     " is neither 0 nor in [max_frames = ", max_frames, ", 2^24]"));
   }
   if (max_rows != 0 && (max_rows < max_frames + 1 || max_rows > (int64_t{1} << 22))) {
     return absl::InvalidArgumentError(
@@ -121,6 +129,7 @@ absl::Status AttentionRescorer::Init() {
   }
   const int64_t frames = options_.max_frames;
   if (options_.max_rows == 0) options_.max_rows = std::max<int64_t>(frames + 1, 512);
+  if (options_.max_batch_frames == 0) options_.max_batch_frames = frames;
   const int64_t rows = options_.max_rows;
   const int64_t layers = std::max(m.config.num_blocks, m.config.r_num_blocks);
   const bool cuda = ctx_->is_cuda();
@@ -133,8 +142,8 @@ absl::Status AttentionRescorer::Init() {
     OASR_RETURN_IF_ERROR(
         CopyTensor(pe_.view(), TensorView(pe.data(), DType::kFloat32, pe_.shape(), Device::Cpu())));
   }
-  logit_rows_ = cuda ? rows : std::min(rows, kCpuLogitRows);
-  OASR_ASSIGN_OR_RETURN(cross_kv_, Buffer({layers, frames, 2 * d_}));
+  logit_rows_ = std::min(rows, cuda ? kCudaLogitRows : kCpuLogitRows);
+  OASR_ASSIGN_OR_RETURN(cross_kv_, Buffer({layers, options_.max_batch_frames, 2 * d_}));
   OASR_ASSIGN_OR_RETURN(x_, Buffer({rows, d_}));
   OASR_ASSIGN_OR_RETURN(y_, Buffer({rows, d_}));
   OASR_ASSIGN_OR_RETURN(qkv_, Buffer({rows, 3 * d_}));
@@ -188,10 +197,9 @@ void AttentionRescorer::Attend(const float* q, int64_t ldq, const float* k, cons
   }
 }
 
-absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
-                                         std::span<const std::span<const int32_t>> hyps,
-                                         size_t first, size_t last, bool reverse,
-                                         std::span<double> out) {
+absl::Status AttentionRescorer::RunGroup(const Direction& dir,
+                                         std::span<const RescoreSegment> segments,
+                                         std::span<const Item> items, bool reverse) {
   ExecutionContext& ctx = *ctx_;
   const bool cuda = ctx.is_cuda();
   const AttentionDecoderConfig& c = config();
@@ -202,8 +210,9 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
   int32_t* index = index_.data();
   auto at = [&](Index i) { return index + i * max_rows; };
   int64_t rows = 0;
-  for (size_t i = first; i < last; ++i) {
-    const std::span<const int32_t> y = hyps[i];
+  for (const Item& item : items) {
+    const RescoreSegment& seg = segments[item.segment];
+    const std::span<const int32_t> y = seg.hyps[item.hyp];
     const int64_t n = static_cast<int64_t>(y.size());
     const auto begin = static_cast<int32_t>(rows);
     for (int64_t p = 0; p <= n; ++p, ++rows) {
@@ -212,9 +221,9 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
       at(kTargets)[rows] = p == n ? c.eos : (reverse ? y[n - 1 - p] : y[p]);
       at(kSelfBegin)[rows] = begin;
       at(kSelfEnd)[rows] = static_cast<int32_t>(rows + 1);
-      at(kCrossBegin)[rows] = 0;
-      at(kCrossEnd)[rows] = static_cast<int32_t>(frames);
-      owner_[rows] = static_cast<int32_t>(i);
+      at(kCrossBegin)[rows] = static_cast<int32_t>(seg.first_frame);
+      at(kCrossEnd)[rows] = static_cast<int32_t>(seg.first_frame + seg.frames);
+      owner_[rows] = item;
     }
   }
   // The ops read the indices where they compute.
@@ -290,13 +299,15 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
       return kernels::SpanAttention(ctx, p);
     }
     int64_t base = 0;
-    for (size_t i = first; i < last; ++i) {
-      const int64_t n = static_cast<int64_t>(hyps[i].size()) + 1;
+    for (const Item& item : items) {
+      const RescoreSegment& seg = segments[item.segment];
+      const int64_t n = static_cast<int64_t>(seg.hyps[item.hyp].size()) + 1;
       if (self) {
         Attend(q + base * ldq, ldq, k + base * ldkv, v + base * ldkv, ldkv, n, n, true,
                att + base * d);
       } else {
-        Attend(q + base * ldq, ldq, k, v, ldkv, n, frames, false, att + base * d);
+        const int64_t f = seg.first_frame * ldkv;
+        Attend(q + base * ldq, ldq, k + f, v + f, ldkv, n, seg.frames, false, att + base * d);
       }
       base += n;
     }
@@ -304,7 +315,8 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
   };
   for (size_t l = 0; l < dir.layers.size(); ++l) {
     const Layer& L = dir.layers[l];
-    const float* kv = cross_kv_.data<float>() + static_cast<int64_t>(l) * frames * 2 * d;
+    const float* kv =
+        cross_kv_.data<float>() + static_cast<int64_t>(l) * options_.max_batch_frames * 2 * d;
     // x += SelfAttn(norm1(x)), causal within each hypothesis.
     OASR_RETURN_IF_ERROR(layer_norm(L.norm1, x, y));
     OASR_RETURN_IF_ERROR(run(L.self_qkv, y, d, qkv, 3 * d, rows, false));
@@ -343,65 +355,104 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir, int64_t frames,
     OASR_RETURN_IF_ERROR(ctx.Synchronize());
     host_lp = row_log_probs_host_.data();
   }
-  for (int64_t r = 0; r < rows; ++r) out[owner_[r]] += host_lp[r];
+  for (int64_t r = 0; r < rows; ++r) {
+    const RescoreSegment& seg = segments[owner_[r].segment];
+    (reverse ? seg.right : seg.left)[owner_[r].hyp] += host_lp[r];
+  }
   return absl::OkStatus();
 }
 
 absl::Status AttentionRescorer::Score(const float* memory, int64_t frames,
                                       std::span<const std::span<const int32_t>> hyps,
                                       std::span<double> left, std::span<double> right) {
-  if (frames < 1 || frames > options_.max_frames || memory == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("rescoring: ", frames,
-                                                   " encoder frames (this rescorer takes 1 to ",
-                                                   options_.max_frames, ")"));
+  RescoreSegment segment;
+  segment.frames = frames;
+  segment.hyps = hyps;
+  segment.left = left;
+  segment.right = right;
+  return ScoreSegments(memory, frames, {&segment, 1});
+}
+
+absl::Status AttentionRescorer::ScoreSegments(const float* memory, int64_t total_frames,
+                                              std::span<const RescoreSegment> segments) {
+  if (memory == nullptr || total_frames < 1 || total_frames > options_.max_batch_frames) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rescoring: ", total_frames, " encoder frames in all (this rescorer takes 1 to ",
+        options_.max_batch_frames, " a call)"));
   }
-  if (left.size() != hyps.size() || (!right.empty() && right.size() != hyps.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("rescoring: ", hyps.size(), " hypotheses but ",
-                                                   left.size(), " / ", right.size(),
-                                                   " score slots"));
-  }
-  if (!right.empty() && directions_.size() < 2) {
-    return absl::InvalidArgumentError(
-        "rescoring: right-to-left scores asked of a decoder without right-to-left blocks");
-  }
-  for (size_t i = 0; i < hyps.size(); ++i) {
-    if (static_cast<int64_t>(hyps[i].size()) > options_.max_frames) {
-      return absl::InvalidArgumentError(absl::StrCat("rescoring: hypothesis ", i, " has ",
-                                                     hyps[i].size(), " units (at most ",
+  bool any_right = false;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const RescoreSegment& seg = segments[s];
+    if (seg.frames < 1 || seg.frames > options_.max_frames) {
+      return absl::InvalidArgumentError(absl::StrCat("rescoring: ", seg.frames,
+                                                     " encoder frames (this rescorer takes 1 to ",
                                                      options_.max_frames, ")"));
     }
-    for (int32_t u : hyps[i]) {
-      if (u < 0 || u >= vocab_) {
-        return absl::InvalidArgumentError(absl::StrCat("rescoring: hypothesis ", i, " has unit ", u,
-                                                       " outside [0, ", vocab_, ")"));
+    if (seg.first_frame < 0 || seg.first_frame + seg.frames > total_frames) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rescoring: segment ", s, " at frames [", seg.first_frame, ", ",
+                       seg.first_frame + seg.frames, ") is outside the memory's ", total_frames));
+    }
+    const size_t n = seg.hyps.size();
+    if (seg.left.size() != n || (!seg.right.empty() && seg.right.size() != n)) {
+      return absl::InvalidArgumentError(absl::StrCat("rescoring: ", n, " hypotheses but ",
+                                                     seg.left.size(), " / ", seg.right.size(),
+                                                     " score slots"));
+    }
+    if (!seg.right.empty() && directions_.size() < 2) {
+      return absl::InvalidArgumentError(
+          "rescoring: right-to-left scores asked of a decoder without right-to-left blocks");
+    }
+    any_right = any_right || !seg.right.empty();
+    for (size_t i = 0; i < n; ++i) {
+      if (static_cast<int64_t>(seg.hyps[i].size()) > options_.max_frames) {
+        return absl::InvalidArgumentError(absl::StrCat("rescoring: hypothesis ", i, " has ",
+                                                       seg.hyps[i].size(), " units (at most ",
+                                                       options_.max_frames, ")"));
+      }
+      for (int32_t u : seg.hyps[i]) {
+        if (u < 0 || u >= vocab_) {
+          return absl::InvalidArgumentError(absl::StrCat("rescoring: hypothesis ", i, " has unit ",
+                                                         u, " outside [0, ", vocab_, ")"));
+        }
       }
     }
   }
   const int64_t d = d_;
-  for (size_t side = 0; side < (right.empty() ? 1u : 2u); ++side) {
+  for (size_t side = 0; side < (any_right ? 2u : 1u); ++side) {
     const Direction& dir = *directions_[side];
-    std::span<double> out = side == 0 ? left : right;
-    std::fill(out.begin(), out.end(), 0.0);
-    // The segment's cross-attention K and V, once per layer for every group.
+    items_.clear();
+    for (size_t s = 0; s < segments.size(); ++s) {
+      std::span<double> out = side == 0 ? segments[s].left : segments[s].right;
+      std::fill(out.begin(), out.end(), 0.0);
+      for (size_t i = 0; i < out.size(); ++i) {
+        items_.push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(i)});
+      }
+    }
+    // The segments' cross-attention K and V, once per layer for every group.
     for (size_t l = 0; l < dir.layers.size(); ++l) {
       kernels::LinearArgs a;
       a.x = memory;
       a.ldx = d;
-      a.y = cross_kv_.data<float>() + static_cast<int64_t>(l) * frames * 2 * d;
+      a.y = cross_kv_.data<float>() + static_cast<int64_t>(l) * options_.max_batch_frames * 2 * d;
       a.ldy = 2 * d;
-      a.m = frames;
+      a.m = total_frames;
       OASR_RETURN_IF_ERROR(dir.layers[l].src_kv.Run(*ctx_, a));
     }
     size_t first = 0;
-    while (first < hyps.size()) {
+    while (first < items_.size()) {
       size_t last = first;
       int64_t rows = 0;
-      while (last < hyps.size() &&
-             rows + static_cast<int64_t>(hyps[last].size()) + 1 <= options_.max_rows) {
-        rows += static_cast<int64_t>(hyps[last].size()) + 1;
+      auto length = [&](size_t k) {
+        const Item& it = items_[k];
+        return static_cast<int64_t>(segments[it.segment].hyps[it.hyp].size()) + 1;
+      };
+      while (last < items_.size() && rows + length(last) <= options_.max_rows) {
+        rows += length(last);
         ++last;
       }
-      OASR_RETURN_IF_ERROR(RunGroup(dir, frames, hyps, first, last, side == 1, out));
+      OASR_RETURN_IF_ERROR(
+          RunGroup(dir, segments, {items_.data() + first, last - first}, side == 1));
       first = last;
     }
   }

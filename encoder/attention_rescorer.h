@@ -37,10 +37,24 @@ struct RescorerOptions {
   // Decoder positions (tokens + 1 per hypothesis) per group; 0 derives it:
   // max(max_frames + 1, 512). At least max_frames + 1.
   int64_t max_rows = 0;
+  // Encoder frames of all the segments one ScoreSegments call takes (their
+  // packed memory); 0: max_frames. At least max_frames.
+  int64_t max_batch_frames = 0;
 
   // INVALID_ARGUMENT naming the field: max_frames in [1, 2^20], max_rows 0 or
-  // in [max_frames + 1, 2^22].
+  // in [max_frames + 1, 2^22], max_batch_frames 0 or in [max_frames, 2^24].
   absl::Status Validate() const;
+};
+
+// One segment of a ScoreSegments call: its encoder output is the rows
+// [first_frame, first_frame + frames) of the packed memory; its hypotheses'
+// scores go to left and (when non-empty) right, as Score's do.
+struct RescoreSegment {
+  int64_t first_frame = 0;
+  int64_t frames = 0;
+  std::span<const std::span<const int32_t>> hyps;
+  std::span<double> left;
+  std::span<double> right;
 };
 
 class AttentionRescorer {
@@ -70,6 +84,14 @@ class AttentionRescorer {
   absl::Status Score(const float* memory, int64_t frames,
                      std::span<const std::span<const int32_t>> hyps, std::span<double> left,
                      std::span<double> right);
+  // The same for several segments at once, their encoder outputs packed in
+  // `memory` [total_frames, d]: the hypotheses of all of them share the
+  // groups (so one pass, one wait on CUDA, serves many finals), each row
+  // attending to its own segment's frames. Score's errors, and
+  // INVALID_ARGUMENT for total_frames above max_batch_frames or a segment
+  // outside the memory; a score does not depend on the other segments.
+  absl::Status ScoreSegments(const float* memory, int64_t total_frames,
+                             std::span<const RescoreSegment> segments);
 
  private:
   struct Layer;
@@ -78,11 +100,15 @@ class AttentionRescorer {
                     const RescorerOptions& options);
   absl::Status Init();
   absl::Status PrepareDirection(const DecoderDirectionWeights& w, Direction* out);
-  // Runs hypotheses [first, last) packed into rows [0, rows), adding each
-  // one's score to out[i].
-  absl::Status RunGroup(const Direction& dir, int64_t frames,
-                        std::span<const std::span<const int32_t>> hyps, size_t first, size_t last,
-                        bool reverse, std::span<double> out);
+  // A hypothesis of a ScoreSegments call: its segment and index there.
+  struct Item {
+    uint32_t segment;
+    uint32_t hyp;
+  };
+  // Runs items [first, last) packed into rows [0, rows), adding each
+  // hypothesis' score to its segment's left (or, with `reverse`, right).
+  absl::Status RunGroup(const Direction& dir, std::span<const RescoreSegment> segments,
+                        std::span<const Item> items, bool reverse);
   void Attend(const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
               int64_t queries, int64_t keys, bool causal, float* out);
   // `n` floats of the model's (host) weights as the ops on ctx_ read them:
@@ -114,7 +140,8 @@ class AttentionRescorer {
   enum Index { kTokens, kSteps, kTargets, kSelfBegin, kSelfEnd, kCrossBegin, kCrossEnd, kIndices };
   std::vector<int32_t> index_;  // [kIndices, max_rows]
   Tensor index_device_;         // The same on the device (CUDA).
-  std::vector<int32_t> owner_;
+  std::vector<Item> owner_;     // Per row: its hypothesis.
+  std::vector<Item> items_;     // ScoreSegments' hypotheses of one direction.
   std::vector<float> row_log_probs_host_;
 };
 

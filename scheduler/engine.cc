@@ -194,8 +194,8 @@ absl::Status Engine::Init() {
     absl::StatusOr<SegmentMemory> memory = SegmentMemory::Create(m, ctx_);
     if (!memory.ok()) return memory.status();
     segment_memory_.emplace(std::move(*memory));
-    absl::StatusOr<Tensor> segment =
-        Tensor::Empty({m.max_frames, g.encoder_dim}, DType::kFloat32, ctx_->device());
+    absl::StatusOr<Tensor> segment = Tensor::Empty(
+        {rescorer_->options().max_batch_frames, g.encoder_dim}, DType::kFloat32, ctx_->device());
     if (!segment.ok()) return segment.status();
     segment_ = std::move(*segment);
   }
@@ -836,33 +836,92 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
 }
 
 void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals, bool rescore) {
-  if (!s.rescoring || finals.empty()) return;
+  if (!s.rescoring || finals.empty()) return;  // Also every stream of an engine that does not.
+  const FinalsToRescore one{&s, &finals, rescore};
+  RescoreFinals({&one, 1});
+}
+
+void Engine::RescoreFinals(std::span<const FinalsToRescore> batch) {
   ScopedNanos timer(stats_.rescoring_ns);
-  const int slot = s.context.has_value() ? s.context->slot() : -1;
   const encoder::RescoringWeights& weights = rescorer_->config().rescoring;
-  for (decoder::DecodeResult& r : finals) {
-    bool rescored = false;
-    if (slot >= 0 && rescore && segment_memory_->Held(slot, r.start_frame, r.end_frame)) {
-      absl::Status status =
-          segment_memory_->Gather(slot, r.start_frame, r.end_frame, segment_.data<float>());
+  const bool both = weights.reverse_weight > 0.0f;
+  const int64_t d = segment_.dim(1), capacity = segment_.dim(0);
+  int64_t packed = 0;
+  auto truncate = [](decoder::DecodeResult& r, size_t keep) {
+    if (r.nbest.size() > keep) r.nbest.resize(keep);
+  };
+  // Scores what is gathered, then orders each of its finals.
+  auto run = [&] {
+    if (rescore_jobs_.empty()) return;
+    size_t hyps = 0;
+    for (const RescoreJob& job : rescore_jobs_) hyps += job.result->nbest.size();
+    rescore_hyps_.clear();
+    rescore_hyps_.reserve(hyps);  // The segments' spans point into it.
+    rescore_scores_.assign(2 * hyps, 0.0);
+    rescore_segments_.clear();
+    size_t at = 0;
+    for (const RescoreJob& job : rescore_jobs_) {
+      const size_t n = job.result->nbest.size();
+      for (const decoder::Hypothesis& h : job.result->nbest) rescore_hyps_.push_back(h.tokens);
+      encoder::RescoreSegment seg;
+      seg.first_frame = job.first_frame;
+      seg.frames = job.frames;
+      seg.hyps = {rescore_hyps_.data() + at, n};
+      seg.left = {rescore_scores_.data() + at, n};
+      if (both) seg.right = {rescore_scores_.data() + hyps + at, n};
+      rescore_segments_.push_back(seg);
+      at += n;
+    }
+    const absl::Status status =
+        rescorer_->ScoreSegments(segment_.data<float>(), packed, rescore_segments_);
+    stats_.rescoring_passes.fetch_add(1, std::memory_order_relaxed);
+    if (!status.ok()) spdlog::warn("attention rescoring failed: {}", status.ToString());
+    for (size_t j = 0; j < rescore_jobs_.size(); ++j) {
+      const RescoreJob& job = rescore_jobs_[j];
       if (status.ok()) {
-        status = RescoreResult(*rescorer_, weights, segment_.data<float>(),
-                               r.end_frame - r.start_frame, static_cast<size_t>(s.nbest), &r);
-      }
-      rescored = status.ok();
-      if (!status.ok())
-        spdlog::warn("stream {}: attention rescoring failed: {}", s.id, status.ToString());
-    }
-    if (rescored) {
-      stats_.segments_rescored.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      if (rescore && r.end_frame > r.start_frame) {
+        ApplyDecoderScores(weights, rescore_segments_[j].left, rescore_segments_[j].right, job.keep,
+                           job.result);
+        stats_.segments_rescored.fetch_add(1, std::memory_order_relaxed);
+      } else {
         stats_.segments_not_rescored.fetch_add(1, std::memory_order_relaxed);
+        truncate(*job.result, job.keep);
       }
-      if (r.nbest.size() > static_cast<size_t>(s.nbest)) r.nbest.resize(s.nbest);
     }
-    if (slot >= 0) segment_memory_->Forget(slot, r.end_frame);
+    rescore_jobs_.clear();
+    packed = 0;
+  };
+  for (const FinalsToRescore& f : batch) {
+    Stream& s = *f.stream;
+    if (!s.rescoring || f.finals->empty()) continue;
+    const int slot = s.context.has_value() ? s.context->slot() : -1;
+    const auto keep = static_cast<size_t>(s.nbest);
+    for (decoder::DecodeResult& r : *f.finals) {
+      const int64_t frames = r.end_frame - r.start_frame;
+      bool queued = false;
+      if (slot >= 0 && f.rescore && segment_memory_->Held(slot, r.start_frame, r.end_frame)) {
+        if (packed + frames > capacity) run();
+        const absl::Status gathered = segment_memory_->Gather(slot, r.start_frame, r.end_frame,
+                                                              segment_.data<float>() + packed * d);
+        if (gathered.ok()) {
+          rescore_jobs_.push_back({&r, keep, packed, frames});
+          packed += frames;
+          queued = true;
+        } else {
+          spdlog::warn("stream {}: attention rescoring: {}", s.id, gathered.ToString());
+        }
+      }
+      if (!queued) {
+        if (f.rescore && frames > 0) {
+          stats_.segments_not_rescored.fetch_add(1, std::memory_order_relaxed);
+        }
+        truncate(r, keep);
+      }
+      // Gathered (the copy is ordered before any later append): its blocks
+      // may go back now.
+      if (slot >= 0) segment_memory_->Forget(slot, r.end_frame);
+    }
   }
+  run();
 }
 
 double Engine::ProcessedSeconds(const Stream& s) const {

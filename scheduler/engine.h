@@ -214,6 +214,15 @@ class Engine {
   // segment memory, when `rescore` and the segment is held whole), each
   // then cut to the request's n-best; the memory forgets their segments.
   void CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals, bool rescore);
+  // The same for the finals of several streams (a cohort's), their held
+  // segments gathered side by side and scored together: one rescoring pass
+  // (one wait on CUDA) for as many segments as its batch holds.
+  struct FinalsToRescore {
+    Stream* stream;
+    std::vector<decoder::DecodeResult>* finals;
+    bool rescore;
+  };
+  void RescoreFinals(std::span<const FinalsToRescore> batch);
   void UpdateGauges();
   // Feature frames of the next chunk: the full window, or after the end of
   // the audio a last short one; 0 when no chunk is ready.
@@ -283,7 +292,19 @@ class Engine {
   std::unique_ptr<encoder::AttentionRescorer> rescorer_;
   Tensor encoder_out_;
   std::optional<SegmentMemory> segment_memory_;
-  Tensor segment_;  // One segment's encoder output gathered for the rescorer.
+  // Segments gathered for one rescoring pass ([max_batch_frames, d] on the
+  // model's device), what is pending in it, and the pass's arguments.
+  Tensor segment_;
+  struct RescoreJob {
+    decoder::DecodeResult* result;
+    size_t keep;
+    int64_t first_frame, frames;
+  };
+  std::vector<RescoreJob> rescore_jobs_;
+  std::vector<FinalsToRescore> rescore_batch_;
+  std::vector<std::span<const int32_t>> rescore_hyps_;
+  std::vector<double> rescore_scores_;
+  std::vector<encoder::RescoreSegment> rescore_segments_;
   EngineStats stats_;
 
   // Command queue (any thread -> scheduler).

@@ -381,11 +381,13 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& po
   // Attention rescoring (its decoder and the segment memory are shared)
   // stays on this thread; it changes the finals only, not the partial.
   if (rescorer_ != nullptr) {
+    rescore_batch_.clear();
     for (Row& row : rows) {
-      if (row.stream != nullptr && row.status.ok()) {
-        CompleteFinals(*row.stream, row.finals, /*rescore=*/true);
+      if (row.stream != nullptr && row.status.ok() && !row.finals.empty()) {
+        rescore_batch_.push_back({row.stream, &row.finals, /*rescore=*/true});
       }
     }
+    if (!rescore_batch_.empty()) RescoreFinals(rescore_batch_);
   }
 }
 

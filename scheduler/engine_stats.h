@@ -60,6 +60,8 @@ struct EngineStats {
   // segment longer than the rescoring window, or a rescorer error).
   std::atomic<int64_t> segments_rescored{0};
   std::atomic<int64_t> segments_not_rescored{0};
+  // Rescoring passes (each scores the segments gathered together).
+  std::atomic<int64_t> rescoring_passes{0};
   // Cohort forwards replayed as a CUDA graph, and the padding-lane rows
   // they computed beyond their streams (to reach a captured width).
   std::atomic<int64_t> graph_launches{0};

@@ -121,6 +121,13 @@ absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
   encoder::RescorerOptions options;
   options.max_frames = static_cast<int64_t>(
       std::ceil(config.rescoring_max_segment_s * 1000.0 / model.geometry().FrameShiftMs()));
+  if (model.context().is_cuda()) {
+    // Finals of a cohort are rescored together: room for many segments and
+    // their hypotheses in one pass (about 0.3 GB of buffers at d = 256,
+    // V = 5000).
+    options.max_rows = std::max<int64_t>(8192, options.max_frames + 1);
+    options.max_batch_frames = 4 * options.max_frames;
+  }
   return encoder::AttentionRescorer::Create(&conformer->model(), &model.context(), options);
 }
 

@@ -22,11 +22,21 @@ absl::Status RescoreResult(encoder::AttentionRescorer& rescorer,
   const bool both = weights.reverse_weight > 0.0f;
   if (both) right.resize(n);
   OASR_RETURN_IF_ERROR(rescorer.Score(memory, frames, hyps, left, right));
+  ApplyDecoderScores(weights, left, right, keep, result);
+  return absl::OkStatus();
+}
+
+void ApplyDecoderScores(const encoder::RescoringWeights& weights, std::span<const double> left,
+                        std::span<const double> right, size_t keep, decoder::DecodeResult* result) {
+  std::vector<decoder::Hypothesis>& nbest = result->nbest;
+  const size_t n = nbest.size();
+  if (n == 0) return;
+  const bool both = weights.reverse_weight > 0.0f;
   std::vector<double> total(n);
   for (size_t i = 0; i < n; ++i) {
-    const double dec = both ? (1.0 - weights.reverse_weight) * left[i] +
-                                  weights.reverse_weight * right[i]
-                            : left[i];
+    const double dec =
+        both ? (1.0 - weights.reverse_weight) * left[i] + weights.reverse_weight * right[i]
+             : left[i];
     nbest[i].attention_score = static_cast<float>(dec);
     total[i] = weights.rescoring_weight * dec + weights.ctc_weight * nbest[i].score;
   }
@@ -39,7 +49,6 @@ absl::Status RescoreResult(encoder::AttentionRescorer& rescorer,
   for (size_t i = 0; i < n && i < keep; ++i) sorted.push_back(std::move(nbest[order[i]]));
   nbest = std::move(sorted);
   result->rescored = true;
-  return absl::OkStatus();
 }
 
 }  // namespace oasr::scheduler

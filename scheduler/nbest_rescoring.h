@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "decoder/decode_result.h"
@@ -21,5 +22,12 @@ namespace oasr::scheduler {
 absl::Status RescoreResult(encoder::AttentionRescorer& rescorer,
                            const encoder::RescoringWeights& weights, const float* memory,
                            int64_t frames, size_t keep, decoder::DecodeResult* result);
+
+// The second half of RescoreResult, for scores computed elsewhere (a batch
+// of segments): each hypothesis' decoder score from its left (and, when
+// reverse_weight > 0, right) score, the n-best ordered by the total and cut
+// to `keep`. An empty n-best is left as it is (not marked rescored).
+void ApplyDecoderScores(const encoder::RescoringWeights& weights, std::span<const double> left,
+                        std::span<const double> right, size_t keep, decoder::DecodeResult* result);
 
 }  // namespace oasr::scheduler

@@ -170,6 +170,67 @@ TEST(AttentionRescorerTest, GroupingDoesNotChangeAScore) {
   }
 }
 
+// Several segments packed into one memory score as each does alone, in one
+// group and in the smallest groups, with a right-to-left pass for one of
+// them only.
+TEST(AttentionRescorerTest, PackedSegmentsScoreAsEachAlone) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  std::vector<Case> cases = LoadCases();
+  ASSERT_FALSE(cases.empty());
+  auto ctx = TestContext();
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const int64_t frames = k.memory.dim(0), d = k.memory.dim(1);
+    const int64_t cut = frames / 3, tail = frames - cut;
+    const bool both = k.model->attention_decoder()->config.bidirectional;
+    // Segment 0: every frame, every hypothesis; segment 1: the last two
+    // thirds, the first three hypotheses.
+    const size_t n = k.hyps.size(), m = std::min<size_t>(3, n);
+    std::vector<std::vector<int32_t>> some(k.hyps.begin(), k.hyps.begin() + m);
+    auto packed = Tensor::Empty({frames + tail, d}, DType::kFloat32, testing::TestDevice());
+    ASSERT_TRUE(packed.ok());
+    const float* host = k.host_memory.data<float>();
+    std::vector<float> rows(host, host + frames * d);
+    rows.insert(rows.end(), host + cut * d, host + frames * d);
+    ASSERT_TRUE(CopyTensor(packed->view(), TensorView(rows.data(), DType::kFloat32,
+                                                      {frames + tail, d}, Device::Cpu()))
+                    .ok());
+    for (int64_t max_rows : {int64_t{0}, frames + 1}) {
+      RescorerOptions options;
+      options.max_frames = frames;
+      options.max_rows = max_rows;
+      options.max_batch_frames = frames + tail;
+      auto rescorer = AttentionRescorer::Create(k.model.get(), ctx.get(), options);
+      ASSERT_TRUE(rescorer.ok()) << rescorer.status();
+      std::vector<double> left0(n), right0(both ? n : 0), left1(m);
+      const auto spans0 = Spans(k.hyps), spans1 = Spans(some);
+      std::vector<RescoreSegment> segments(2);
+      segments[0] = {0, frames, spans0, left0, right0};
+      segments[1] = {frames, tail, spans1, left1, {}};
+      ASSERT_TRUE((*rescorer)->ScoreSegments(packed->data<float>(), frames + tail, segments).ok());
+      std::vector<double> alone_left(n), alone_right(both ? n : 0), alone1(m);
+      ASSERT_TRUE(
+          (*rescorer)->Score(k.memory.data<float>(), frames, spans0, alone_left, alone_right).ok());
+      ASSERT_TRUE(
+          (*rescorer)->Score(k.memory.data<float>() + cut * d, tail, spans1, alone1, {}).ok());
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(left0[i], alone_left[i], 1e-4) << "hypothesis " << i;
+        if (both) {
+          EXPECT_NEAR(right0[i], alone_right[i], 1e-4) << "hypothesis " << i;
+        }
+      }
+      for (size_t i = 0; i < m; ++i) EXPECT_NEAR(left1[i], alone1[i], 1e-4) << "hypothesis " << i;
+      // Too many frames for one call, and a segment outside the memory.
+      EXPECT_EQ(
+          (*rescorer)->ScoreSegments(packed->data<float>(), frames + tail + 1, segments).code(),
+          absl::StatusCode::kInvalidArgument);
+      segments[1].first_frame = frames + 1;
+      EXPECT_EQ((*rescorer)->ScoreSegments(packed->data<float>(), frames + tail, segments).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
 TEST(AttentionRescorerTest, RefusesWhatItCannotScore) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   std::vector<Case> cases = LoadCases();
