@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   std::vector<double> seconds = {2, 5, 10, 30};
   int hyps = 10, reps = 20, threads = 1;
   std::vector<int> batches;
+  std::string dtype_name = "float32";
   app.add_option("--model-dir", model_dir,
                  "Model directory with decoder.json (default: bench/make_rescoring_model.py's, "
                  "written once into the temporary directory)");
@@ -45,6 +46,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "Timed runs a length (the median is printed)")
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU threads")->capture_default_str();
+  app.add_option("--dtype", dtype_name,
+                 "The linears' dtype: float32, or bfloat16 / float16 on CUDA")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
+      ->capture_default_str();
   app.add_option("--batch", batches, "Segments a call (default 1, and 1,8 on CUDA)")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
@@ -83,14 +88,18 @@ int main(int argc, char** argv) {
   const int widest = *std::max_element(batches.begin(), batches.end());
   ropts.max_batch_frames = widest * ropts.max_frames;
   if (device->is_cuda()) ropts.max_rows = std::max<int64_t>(8192, ropts.max_frames + 1);
+  ropts.dtype = dtype_name == "bfloat16"  ? DType::kBFloat16
+                : dtype_name == "float16" ? DType::kFloat16
+                                          : DType::kFloat32;
   auto rescorer = encoder::AttentionRescorer::Create(model->get(), ctx->get(), ropts);
   if (!rescorer.ok()) return std::fprintf(stderr, "%s\n", rescorer.status().ToString().c_str()), 1;
   std::printf(
       "oasr-bench-rescoring: %s, d %lld, V %lld, decoder %d + %d blocks (heads %d, units %d), "
-      "%d hypotheses, %s\n",
+      "%d hypotheses, %s, %s\n",
       model_dir.c_str(), static_cast<long long>(cfg.output_size),
       static_cast<long long>(cfg.output_dim), dec->config.num_blocks, dec->config.r_num_blocks,
-      dec->config.attention_heads, dec->config.linear_units, hyps, (*ctx)->Describe().c_str());
+      dec->config.attention_heads, dec->config.linear_units, hyps, DTypeName(ropts.dtype),
+      (*ctx)->Describe().c_str());
   std::printf("%8s %7s %7s %6s %12s %12s\n", "seconds", "frames", "tokens", "batch", "ms/call",
               "finals/s");
   std::mt19937 rng(1);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/activation.h"
 #include "kernels/cpu_math.h"
 #include "kernels/decoder_ops.h"
 #include "kernels/norm.h"
@@ -70,6 +71,12 @@ absl::StatusOr<std::unique_ptr<AttentionRescorer>> AttentionRescorer::Create(
         "attention rescoring: the model has no attention decoder (decoder.json)");
   }
   if (ctx == nullptr) return absl::InvalidArgumentError("attention rescoring: no context");
+  if (options.dtype != DType::kFloat32 && (!ctx->is_cuda() || (options.dtype != DType::kBFloat16 &&
+                                                               options.dtype != DType::kFloat16))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rescorer: dtype ", DTypeName(options.dtype), " on ", ctx->Describe(),
+                     " (float32 everywhere; bfloat16 or float16 on CUDA)"));
+  }
   OASR_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<AttentionRescorer> r(new AttentionRescorer(model, ctx, options));
   OASR_RETURN_IF_ERROR(r->Init());
@@ -79,7 +86,8 @@ absl::StatusOr<std::unique_ptr<AttentionRescorer>> AttentionRescorer::Create(
 absl::Status AttentionRescorer::PrepareDirection(const DecoderDirectionWeights& w, Direction* out) {
   ExecutionContext& ctx = *ctx_;
   kernels::LinearOptions plain;
-  kernels::LinearOptions relu;
+  plain.dtype = options_.dtype;
+  kernels::LinearOptions relu = plain;
   relu.activation = kernels::Activation::kRelu;
   auto linear = [&](const LinearWeights& lw,
                     const kernels::LinearOptions& o) -> absl::StatusOr<kernels::LinearOp> {
@@ -145,10 +153,15 @@ absl::Status AttentionRescorer::Init() {
   logit_rows_ = std::min(rows, cuda ? kCudaLogitRows : kCpuLogitRows);
   OASR_ASSIGN_OR_RETURN(cross_kv_, Buffer({layers, options_.max_batch_frames, 2 * d_}));
   OASR_ASSIGN_OR_RETURN(x_, Buffer({rows, d_}));
-  OASR_ASSIGN_OR_RETURN(y_, Buffer({rows, d_}));
+  const DType lo = options_.dtype;
+  OASR_ASSIGN_OR_RETURN(y_, Buffer({rows, d_}, lo));
   OASR_ASSIGN_OR_RETURN(qkv_, Buffer({rows, 3 * d_}));
   OASR_ASSIGN_OR_RETURN(att_, Buffer({rows, d_}));
-  OASR_ASSIGN_OR_RETURN(hidden_, Buffer({rows, units_}));
+  OASR_ASSIGN_OR_RETURN(hidden_, Buffer({rows, units_}, lo));
+  if (lo != DType::kFloat32) {
+    OASR_ASSIGN_OR_RETURN(att_lo_, Buffer({rows, d_}, lo));
+    OASR_ASSIGN_OR_RETURN(memory_lo_, Buffer({options_.max_batch_frames, d_}, lo));
+  }
   OASR_ASSIGN_OR_RETURN(logits_, Buffer({logit_rows_, vocab_}));
   OASR_ASSIGN_OR_RETURN(
       scores_, cuda ? Buffer({rows * heads_, frames + 1}) : Buffer({frames + 1, frames + 1}));
@@ -235,8 +248,10 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir,
     dev = index_device_.data<int32_t>();
   }
   auto dev_at = [&](Index i) { return dev + i * max_rows; };
+  const DType lo = options_.dtype;
+  const size_t lo_size = DTypeSize(lo);
   float* x = x_.data<float>();
-  float* y = y_.data<float>();
+  void* y = y_.data();  // In lo.
   float* qkv = qkv_.data<float>();
   float* att = att_.data<float>();
   {
@@ -251,7 +266,19 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir,
     e.d = d;
     OASR_RETURN_IF_ERROR(kernels::EmbedTokens(ctx, e));
   }
-  auto layer_norm = [&](const Norm& n, const float* in, float* dst) {
+  // The attention's output as the next linear reads it.
+  const void* att_in =
+      lo == DType::kFloat32 ? static_cast<const void*>(att_.data()) : att_lo_.data();
+  auto to_lo = [&]() -> absl::Status {
+    if (lo == DType::kFloat32) return absl::OkStatus();
+    kernels::CastParams c;
+    c.in = att_.data();
+    c.out = att_lo_.data();
+    c.out_dtype = lo;
+    c.n = rows * d;
+    return kernels::Cast(ctx, c);
+  };
+  auto layer_norm = [&](const Norm& n, const float* in, void* dst) {
     kernels::LayerNormParams p;
     p.x = in;
     p.ldx = d;
@@ -259,18 +286,20 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir,
     p.shift = n.shift;
     p.eps = 1e-5f;
     p.out = dst;
+    p.out_dtype = lo;
     p.ldo = d;
     p.rows = rows;
     p.d = d;
     return kernels::LayerNorm(ctx, p);
   };
-  auto run = [&](const kernels::LinearOp& op, const float* in, int64_t ldx, float* dst, int64_t ldy,
-                 int64_t m, bool accumulate) {
+  auto run = [&](const kernels::LinearOp& op, const void* in, int64_t ldx, void* dst, int64_t ldy,
+                 int64_t m, bool accumulate, DType y_dtype = DType::kFloat32) {
     kernels::LinearArgs a;
     a.x = in;
     a.ldx = ldx;
     a.y = dst;
     a.ldy = ldy;
+    a.y_dtype = y_dtype;
     a.m = m;
     a.accumulate = accumulate;
     return op.Run(ctx, a);
@@ -321,23 +350,26 @@ absl::Status AttentionRescorer::RunGroup(const Direction& dir,
     OASR_RETURN_IF_ERROR(layer_norm(L.norm1, x, y));
     OASR_RETURN_IF_ERROR(run(L.self_qkv, y, d, qkv, 3 * d, rows, false));
     OASR_RETURN_IF_ERROR(attend(qkv, 3 * d, qkv + d, qkv + 2 * d, 3 * d, true));
-    OASR_RETURN_IF_ERROR(run(L.self_out, att, d, x, d, rows, true));
+    OASR_RETURN_IF_ERROR(to_lo());
+    OASR_RETURN_IF_ERROR(run(L.self_out, att_in, d, x, d, rows, true));
     // x += SrcAttn(norm2(x), memory): every frame of the segment.
     OASR_RETURN_IF_ERROR(layer_norm(L.norm2, x, y));
     OASR_RETURN_IF_ERROR(run(L.src_q, y, d, qkv, d, rows, false));
     OASR_RETURN_IF_ERROR(attend(qkv, d, kv, kv + d, 2 * d, false));
-    OASR_RETURN_IF_ERROR(run(L.src_out, att, d, x, d, rows, true));
+    OASR_RETURN_IF_ERROR(to_lo());
+    OASR_RETURN_IF_ERROR(run(L.src_out, att_in, d, x, d, rows, true));
     // x += w_2(relu(w_1(norm3(x)))).
     OASR_RETURN_IF_ERROR(layer_norm(L.norm3, x, y));
-    OASR_RETURN_IF_ERROR(run(L.w1, y, d, hidden_.data<float>(), units_, rows, false));
-    OASR_RETURN_IF_ERROR(run(L.w2, hidden_.data<float>(), units_, x, d, rows, true));
+    OASR_RETURN_IF_ERROR(run(L.w1, y, d, hidden_.data(), units_, rows, false, lo));
+    OASR_RETURN_IF_ERROR(run(L.w2, hidden_.data(), units_, x, d, rows, true));
   }
   OASR_RETURN_IF_ERROR(layer_norm(dir.after_norm, x, y));
   // Each row's log-probability of its target, logit_rows_ rows a pass.
   float* lp = row_log_probs_.data<float>();
   for (int64_t r0 = 0; r0 < rows; r0 += logit_rows_) {
     const int64_t m = std::min(logit_rows_, rows - r0);
-    OASR_RETURN_IF_ERROR(run(dir.output, y + r0 * d, d, logits_.data<float>(), vocab_, m, false));
+    const void* y_rows = static_cast<const char*>(y) + static_cast<size_t>(r0 * d) * lo_size;
+    OASR_RETURN_IF_ERROR(run(dir.output, y_rows, d, logits_.data<float>(), vocab_, m, false));
     kernels::TargetLogProbParams t;
     t.logits = logits_.data<float>();
     t.ld = vocab_;
@@ -419,6 +451,17 @@ absl::Status AttentionRescorer::ScoreSegments(const float* memory, int64_t total
     }
   }
   const int64_t d = d_;
+  // The memory as the linears read it.
+  const void* memory_in = memory;
+  if (options_.dtype != DType::kFloat32) {
+    kernels::CastParams c;
+    c.in = memory;
+    c.out = memory_lo_.data();
+    c.out_dtype = options_.dtype;
+    c.n = total_frames * d;
+    OASR_RETURN_IF_ERROR(kernels::Cast(*ctx_, c));
+    memory_in = memory_lo_.data();
+  }
   for (size_t side = 0; side < (any_right ? 2u : 1u); ++side) {
     const Direction& dir = *directions_[side];
     items_.clear();
@@ -432,7 +475,7 @@ absl::Status AttentionRescorer::ScoreSegments(const float* memory, int64_t total
     // The segments' cross-attention K and V, once per layer for every group.
     for (size_t l = 0; l < dir.layers.size(); ++l) {
       kernels::LinearArgs a;
-      a.x = memory;
+      a.x = memory_in;
       a.ldx = d;
       a.y = cross_kv_.data<float>() + static_cast<int64_t>(l) * options_.max_batch_frames * 2 * d;
       a.ldy = 2 * d;

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/dtype.h"
 #include "common/execution_context.h"
 #include "common/tensor.h"
 #include "encoder/attention_decoder.h"
@@ -40,6 +41,10 @@ struct RescorerOptions {
   // Encoder frames of all the segments one ScoreSegments call takes (their
   // packed memory); 0: max_frames. At least max_frames.
   int64_t max_batch_frames = 0;
+  // The linears' dtype: float32, or (CUDA only) bfloat16 or float16 on the
+  // tensor cores, the activations between them in that dtype; the residual
+  // stream, attention, softmax and the score sums stay float32.
+  DType dtype = DType::kFloat32;
 
   // INVALID_ARGUMENT naming the field: max_frames in [1, 2^20], max_rows 0 or
   // in [max_frames + 1, 2^22], max_batch_frames 0 or in [max_frames, 2^24].
@@ -126,7 +131,8 @@ class AttentionRescorer {
   // Work buffers on ctx_'s device (see the file comment), float32.
   Tensor pe_;                          // [max_frames + 1, d] sinusoid positions
   Tensor cross_kv_;                    // [layers, max_frames, 2d]
-  Tensor x_, y_, qkv_, att_, hidden_;  // rows x d / 3d / d / U
+  Tensor x_, y_, qkv_, att_, hidden_;  // rows x d / 3d / d / U (y_, hidden_ in dtype)
+  Tensor att_lo_, memory_lo_;          // att_ and the memory cast to dtype (not float32 only)
   Tensor logits_;                      // [logit_rows_, V]
   // Attention weights: CPU [max_frames + 1, max_frames + 1] (one head of one
   // hypothesis at a time); CUDA [max_rows * heads, max_frames + 1] (every

@@ -127,6 +127,9 @@ absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
     // V = 5000).
     options.max_rows = std::max<int64_t>(8192, options.max_frames + 1);
     options.max_batch_frames = 4 * options.max_frames;
+    // The decoder's linears in the encoder's dtype (bfloat16 by default on
+    // CUDA: the tensor cores).
+    options.dtype = conformer->encoder().dtype();
   }
   return encoder::AttentionRescorer::Create(&conformer->model(), &model.context(), options);
 }

@@ -59,7 +59,7 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options);
 // The attention rescorer for `model` under `config`: nullptr when the model
 // has no attention decoder, or config turns rescoring off, or the search is
 // greedy; each but the first is logged. It computes on the model's context
-// (the CPU or CUDA).
+// (the CPU or CUDA, there with the encoder's dtype).
 absl::StatusOr<std::unique_ptr<encoder::AttentionRescorer>> CreateRescorer(
     const StreamingModel& model, const EngineConfig& config);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -302,7 +303,34 @@ TEST(AttentionRescorerTest, CudaScoresEqualTheCpuScores) {
         }
       }
     }
+    // The linears on the tensor cores: close to float32, at bfloat16's
+    // precision (8 bits of mantissa through every layer).
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      SCOPED_TRACE(DTypeName(dtype));
+      options.max_rows = 0;
+      options.dtype = dtype;
+      auto low = AttentionRescorer::Create(k.model.get(), cuda.get(), options);
+      ASSERT_TRUE(low.ok()) << low.status();
+      std::vector<double> l(n, 1.0), r(both ? n : 0, 1.0);
+      ASSERT_TRUE((*low)->Score(k.memory.data<float>(), frames, Spans(k.hyps), l, r).ok());
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(l[i], left[i], 0.1 + 0.03 * std::fabs(left[i])) << "hypothesis " << i;
+        if (both) {
+          EXPECT_NEAR(r[i], right[i], 0.1 + 0.03 * std::fabs(right[i])) << "hypothesis " << i;
+        }
+      }
+    }
   }
+}
+#else
+TEST(AttentionRescorerTest, HalfPrecisionIsForCudaOnly) {
+  std::vector<Case> cases = LoadCases();
+  ASSERT_FALSE(cases.empty());
+  auto ctx = TestContext();
+  RescorerOptions options;
+  options.dtype = DType::kBFloat16;
+  EXPECT_EQ(AttentionRescorer::Create(cases[0].model.get(), ctx.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 #endif
 
