@@ -954,6 +954,10 @@ void Engine::UpdateGauges() {
   stats_.slots_total = slots_->capacity();
   stats_.slots_used = slots_->capacity() - slots_->num_free();
   stats_.decoder_states_in_use = decoder_states_->num_in_use();
+  if (segment_memory_.has_value()) {
+    stats_.rescoring_blocks_total = segment_memory_->blocks_total();
+    stats_.rescoring_blocks_used = segment_memory_->blocks_total() - segment_memory_->blocks_free();
+  }
 }
 
 }  // namespace oasr::scheduler

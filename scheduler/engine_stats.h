@@ -62,6 +62,9 @@ struct EngineStats {
   std::atomic<int64_t> segments_not_rescored{0};
   // Rescoring passes (each scores the segments gathered together).
   std::atomic<int64_t> rescoring_passes{0};
+  // The rescoring segment memory's pool (0 without rescoring).
+  std::atomic<int64_t> rescoring_blocks_used{0};
+  std::atomic<int64_t> rescoring_blocks_total{0};
   // Cohort forwards replayed as a CUDA graph, and the padding-lane rows
   // they computed beyond their streams (to reach a captured width).
   std::atomic<int64_t> graph_launches{0};

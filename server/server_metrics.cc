@@ -55,6 +55,12 @@ void RenderEngine(std::string* out, const scheduler::EngineStats& e) {
   Sample(out, "oasr_kv_pool_blocks_used", e.pool_blocks_used.load());
   Header(out, "oasr_kv_pool_blocks_total", "gauge", "K/V cache pool blocks.");
   Sample(out, "oasr_kv_pool_blocks_total", e.pool_blocks_total.load());
+  Header(out, "oasr_rescoring_pool_blocks_used", "gauge",
+         "Attention rescoring's segment memory blocks in use (one chunk's encoder output each).");
+  Sample(out, "oasr_rescoring_pool_blocks_used", e.rescoring_blocks_used.load());
+  Header(out, "oasr_rescoring_pool_blocks_total", "gauge",
+         "Attention rescoring's segment memory blocks (0 without rescoring).");
+  Sample(out, "oasr_rescoring_pool_blocks_total", e.rescoring_blocks_total.load());
   Header(out, "oasr_stream_slots_used", "gauge",
          "Per-stream state slots held by streams (0 when no stream is open).");
   Sample(out, "oasr_stream_slots_used", e.slots_used.load());

@@ -185,6 +185,13 @@ TEST(AttentionRescoringTest, FinalsAreRescoredUnlessTurnedOff) {
               run == 0 ? static_cast<double>(outcome.finals.size()) : 0.0)
         << "run " << run;
     EXPECT_EQ(metrics["oasr_segments_not_rescored_total"], 0) << "run " << run;
+    // Idle: every segment's blocks are back in the pool (none without it).
+    EXPECT_EQ(metrics["oasr_rescoring_pool_blocks_used"], 0) << "run " << run;
+    if (run == 2) {
+      EXPECT_EQ(metrics["oasr_rescoring_pool_blocks_total"], 0);
+    } else {
+      EXPECT_GT(metrics["oasr_rescoring_pool_blocks_total"], 0) << "run " << run;
+    }
     for (const auto& response : outcome.responses) {
       for (const auto& r : response.results()) {
         EXPECT_LE(r.alternatives_size(), 2) << "max_alternatives is kept of the whole beam";
