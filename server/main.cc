@@ -154,6 +154,10 @@ int main(int argc, char** argv) {
                  "Threads (one completion queue each) that run the streaming calls (0: five "
                  "eighths of the hardware threads, 2 to 32)")
       ->capture_default_str();
+  app.add_option("--event-threads", options.event_threads,
+                 "Threads that turn the engine's results into responses (0: a quarter of the "
+                 "hardware threads, 2 to 4)")
+      ->capture_default_str();
   app.add_option("--max-pending-responses", options.max_pending_responses,
                  "Responses waiting for a slow reader before reading pauses")
       ->capture_default_str();

@@ -58,7 +58,8 @@ absl::Status Server::Start() {
   if (absl::Status status = SetUpSecurity(); !status.ok()) return status;
   context_.max_stream_duration_seconds = options_.max_stream_duration_seconds;
   dispatcher_ = std::make_unique<EventDispatcher>(
-      EventDispatcher::DefaultThreads(), [metrics = &context_.metrics](int64_t wait, int64_t run) {
+      options_.event_threads > 0 ? options_.event_threads : EventDispatcher::DefaultThreads(),
+      [metrics = &context_.metrics](int64_t wait, int64_t run) {
         metrics->stage(Stage::kDispatchWait).Add(wait);
         metrics->stage(Stage::kDispatchRun).Add(run);
       });

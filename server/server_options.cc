@@ -72,6 +72,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "grpc_threads: ", grpc_threads, " is outside [0, 64] (0 sizes it to the machine)"));
   }
+  if (event_threads < 0 || event_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "event_threads: ", event_threads, " is outside [0, 64] (0 sizes it to the machine)"));
+  }
   if (max_pending_responses < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_pending_responses: ", max_pending_responses, " is below 1"));

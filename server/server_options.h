@@ -102,6 +102,10 @@ struct ServerOptions {
   // 0: CallQueues::DefaultThreads() (five eighths of the hardware threads,
   // 2 to 32).
   int grpc_threads = 0;
+  // Threads that turn the engine's events into responses (EventDispatcher);
+  // 0: EventDispatcher::DefaultThreads() (a quarter of the hardware threads,
+  // 2 to 4).
+  int event_threads = 0;
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio.
   int max_pending_responses = 16;

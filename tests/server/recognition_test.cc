@@ -490,13 +490,16 @@ int ThreadsNamed(pid_t pid, const std::string& prefix) {
 }
 
 // Every streaming call of one server on one completion queue
-// (--grpc-threads 1): concurrent streams, each read, decoded and answered on
-// that queue's thread, all get the engine's transcript and end cleanly.
+// (--grpc-threads 1) and its events on one dispatcher thread
+// (--event-threads 1): concurrent streams, each read, decoded and answered on
+// those threads, all get the engine's transcript and end cleanly.
 TEST(RecognitionQueuesTest, OneQueueCarriesManyConcurrentStreams) {
   testing::ServerProcess server;
-  ASSERT_TRUE(server.Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--grpc-threads", "1"}))
+  ASSERT_TRUE(server.Start(OASR_SERVER_BINARY, {"--model-dir", kModelDir, "--grpc-threads", "1",
+                                                "--event-threads", "1"}))
       << server.error();
   EXPECT_EQ(ThreadsNamed(server.pid(), "oasr-grpc-"), 1);
+  EXPECT_EQ(ThreadsNamed(server.pid(), "oasr-events"), 1);
   auto channel = grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials());
   auto stub = asr::v1::Speech::NewStub(channel);
   constexpr int kClips = 4;

@@ -42,6 +42,7 @@ TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
       {[](ServerOptions& o) { o.num_threads = 0; }, "num_threads: 0"},
       {[](ServerOptions& o) { o.frontend_threads = -1; }, "frontend_threads: -1"},
       {[](ServerOptions& o) { o.grpc_threads = 65; }, "grpc_threads: 65"},
+      {[](ServerOptions& o) { o.event_threads = -1; }, "event_threads: -1"},
       {[](ServerOptions& o) { o.max_pending_responses = 0; }, "max_pending_responses: 0"},
       {[](ServerOptions& o) { o.max_message_bytes = 10; }, "max_message_bytes: 10"},
       {[](ServerOptions& o) { o.stream_idle_timeout_seconds = -1; },
