@@ -22,6 +22,12 @@ absl::StatusOr<Vocabulary> Vocabulary::Parse(const std::string& text, int expect
       return absl::InvalidArgumentError(
           absl::StrCat("units.txt:", line_no, ": expected 'token id'"));
     }
+    // Before anything is sized by it: an id the model cannot have (the
+    // fuzzer's "o 11111111" sized 16 M entries before the count was checked).
+    if (id >= expected_size) {
+      return absl::InvalidArgumentError(absl::StrCat("units.txt:", line_no, ": id ", id,
+                                                     " but output_dim is ", expected_size));
+    }
     if (id >= static_cast<int>(tokens.size())) {
       tokens.resize(id + 1);
       seen.resize(id + 1, false);

@@ -214,6 +214,10 @@ TEST(VocabularyTest, ParsesAndChecksSize) {
               HasSubstr("units.txt:2"));
   // Found by tests/fuzz (units): no units against a size of 0 read tokens[0].
   EXPECT_THAT(std::string(Vocabulary::Parse("\n", 0).status().message()), HasSubstr("no units"));
+  // Found by tests/fuzz (units, a slow input): an id past output_dim is
+  // refused before anything is sized by it.
+  EXPECT_THAT(std::string(Vocabulary::Parse("o 11111111\n", 4).status().message()),
+              HasSubstr("units.txt:1: id 11111111 but output_dim is 4"));
 }
 
 TEST(GlobalCmvnTest, FromWenetStats) {
