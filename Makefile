@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 SERVE_MODEL := $(if $(MODEL_DIR),--model-dir $(MODEL_DIR),)
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu')
 
-.PHONY: all deps configure build serve test test-asan fuzz container-test bench format format-check clean
+.PHONY: all deps configure build serve test test-asan fuzz container-test container-test-cuda bench format format-check clean
 
 all: build
 
@@ -68,6 +68,13 @@ fuzz: deps
 # image build takes minutes.
 container-test:
 	bash scripts/container-test.sh
+
+# The same for the GPU image (the Dockerfile's cuda target): its CUDA
+# libraries, served on the GPU where there is one, else on the CPU; a
+# stand-in for NVIDIA's CUDA image, made from a local toolkit, where that
+# cannot be pulled.
+container-test-cuda:
+	bash scripts/container-test.sh --cuda
 
 # Builds and runs every benchmark (executables named oasr-bench-*); they print their figures.
 bench: build

@@ -11,28 +11,53 @@
 #     open ends in exit code 0, before the timeout;
 #   - (podman) deploy/kubernetes/oasr.yaml's Deployment, on loopback under
 #     `podman kube play`: SERVING as uid 65534 with a read-only root.
+# make container-test-cuda (--cuda): the GPU image, `--target cuda`,
+# checked as far as a machine without a GPU can:
+#   - its CUDA toolkit image: CUDA_IMAGE (default: the Dockerfile's, NVIDIA's
+#     devel image) where it is present or pullable, else a stand-in made from
+#     the CUDA toolkit installed here (scripts/cuda-standin-image.sh);
+#   - the image as above, plus the NVIDIA container toolkit's variables;
+#   - every library the binaries load is in the image (ldd: none "not
+#     found"; libcuda.so.1 would be the host driver's), and the server is a
+#     CUDA build (libcudart);
+#   - `run IMAGE` serves samples/ through the published port: on cuda:0
+#     where nvidia-smi lists a GPU (docker --gpus all, podman's CDI device
+#     nvidia.com/gpu=all), else on the CPU after reporting no usable GPU;
+#   - without a GPU, `--device cuda` (the Kubernetes GPU variant's setting)
+#     is refused at start-up with exit code 2.
+# CI (.ci/run) runs it after make container-test. A cold build of the CUDA
+# image with the stand-in takes 4-8 min on 2 cores (4.5 idle, 7.5 beside
+# other builds), the checks seconds.
 # Skips (exit 0, saying why) where neither engine can build and run images,
 # or where no base image can be had. Every wait is bounded.
 #
 # Variables: CONTAINER_ENGINE (podman|docker; default: the first usable),
-# IMAGE (default localhost/oasr:container-test), BUILD_JOBS (default nproc),
-# CONTAINER_TOOLS (a folder with containers.conf and make-base-images.sh for
-# machines without a registry; default ../shared/tools/container when there).
+# IMAGE (default localhost/oasr:container-test, -cuda with --cuda),
+# BUILD_JOBS (default nproc), CUDA_IMAGE, CUDA_HOME (the toolkit for the
+# stand-in; default /usr/local/cuda), CONTAINER_TOOLS (a folder with
+# containers.conf and make-base-images.sh for machines without a registry;
+# default ../shared/tools/container when there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-IMAGE=${IMAGE:-localhost/oasr:container-test}
+cuda=false
+name=container-test
+if [ "${1:-}" = --cuda ]; then
+  cuda=true
+  name=container-test-cuda
+fi
+IMAGE=${IMAGE:-localhost/oasr:$name}
 RUN_ID=oasr-ct-$$
 start=$(date +%s)
 
 skip() {
-  echo "container-test: SKIPPED: $*"
+  echo "$name: SKIPPED: $*"
   exit 0
 }
 fail() {
-  echo "container-test: FAILED: $*" >&2
+  echo "$name: FAILED: $*" >&2
   exit 1
 }
-step() { echo "== container-test [$(($(date +%s) - start)) s] $*"; }
+step() { echo "== $name [$(($(date +%s) - start)) s] $*"; }
 
 tools=${CONTAINER_TOOLS:-../shared/tools/container}
 if [ -z "${CONTAINERS_CONF:-}" ] && [ -f "$tools/containers.conf" ]; then
@@ -85,7 +110,7 @@ remove() {
   "$engine" rm -f "$1" >/dev/null 2>&1 || true
 }
 cleanup() {
-  for c in "$RUN_ID" "$RUN_ID-nomodel" "$RUN_ID-client"; do
+  for c in "$RUN_ID" "$RUN_ID-nomodel" "$RUN_ID-client" "$RUN_ID-refused"; do
     remove "$c"
   done
   [ -n "${work:-}" ] && rm -rf "$work"
@@ -93,11 +118,28 @@ cleanup() {
 trap cleanup EXIT
 work=$(mktemp -d)
 
-step "$engine build -t $IMAGE ."
 build_args=(--build-arg "BUILD_JOBS=${BUILD_JOBS:-$(nproc)}"
   --build-arg "GIT_REVISION=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)")
 # Docker's format keeps HEALTHCHECK (podman's default, OCI, drops it).
 [ "$engine" = podman ] && build_args+=(--format docker --pull=never)
+gpu_args=()
+if $cuda; then
+  cuda_image=${CUDA_IMAGE:-$(sed -n 's/^ARG CUDA_IMAGE=//p' Dockerfile)}
+  if ! E image inspect "$cuda_image" >/dev/null 2>&1 &&
+    ! timeout 1200 "$engine" pull -q "$cuda_image" >/dev/null 2>&1; then
+    [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
+      skip "$cuda_image is neither present nor pullable, and there is no CUDA toolkit here to stand in for it"
+    step "$cuda_image cannot be had: a stand-in from the CUDA toolkit here (scripts/cuda-standin-image.sh)"
+    cuda_image=$(CONTAINER_ENGINE=$engine nice -n 10 scripts/cuda-standin-image.sh) ||
+      fail "scripts/cuda-standin-image.sh failed"
+  fi
+  build_args+=(--target cuda --build-arg "CUDA_IMAGE=$cuda_image")
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    gpu_args=(--gpus all)
+    [ "$engine" = podman ] && gpu_args=(--device nvidia.com/gpu=all)
+  fi
+fi
+step "$engine build ${build_args[*]} -t $IMAGE ."
 E build -q "${build_args[@]}" -t "$IMAGE" . >"$work/build.log" 2>&1 ||
   { tail -n 40 "$work/build.log"; fail "image build failed"; }
 
@@ -109,6 +151,19 @@ inspect() { "$engine" image inspect --format "$1" "$IMAGE"; }
 [[ $(inspect '{{json .Config.Healthcheck}}') == *oasr-client* ]] || fail "no HEALTHCHECK"
 if [[ $(inspect '{{json .Config.Env}}') == *DEBIAN_FRONTEND* ]]; then
   fail "build-time setting in the image's environment: $(inspect '{{json .Config.Env}}')"
+fi
+if $cuda; then
+  for var in NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility; do
+    [[ $(inspect '{{json .Config.Env}}') == *\"$var\"* ]] || fail "$var is not in the image's environment"
+  done
+  step "every library the binaries load is in the image"
+  libs=$(E run --rm --entrypoint /usr/bin/ldd "$IMAGE" /usr/local/bin/oasr-server /usr/local/bin/oasr-client) ||
+    fail "ldd in the image failed: $libs"
+  # libcuda.so.1 comes from the host's driver (the NVIDIA container toolkit).
+  missing=$(grep 'not found' <<<"$libs" | grep -v 'libcuda\.so\.1' || true)
+  [ -z "$missing" ] || fail "not in the image: $missing"
+  grep -q 'libcudart\.so.* => /' <<<"$libs" || fail "oasr-server is not a CUDA build (no libcudart)"
+  grep -E 'libcu[a-zA-Z]+\.so' <<<"$libs" | sort -u | sed 's/ (0x.*//'
 fi
 
 # Waits (at most $3 s) until `oasr-client health` in container $1 on port $2
@@ -124,9 +179,17 @@ wait_health() {
   fail "$1: health is '$out', not $4"
 }
 
-step "run $IMAGE (no arguments) on 127.0.0.1"
-E run -d --name "$RUN_ID" -p 127.0.0.1::50051 -p 127.0.0.1::8080 "$IMAGE" >/dev/null
+step "run $IMAGE (no arguments${gpu_args:+; ${gpu_args[*]}}) on 127.0.0.1"
+E run -d --name "$RUN_ID" "${gpu_args[@]}" -p 127.0.0.1::50051 -p 127.0.0.1::8080 "$IMAGE" >/dev/null
 wait_health "$RUN_ID" 50051 120 SERVING
+if $cuda; then
+  logs=$("$engine" logs "$RUN_ID" 2>&1)
+  grep -E 'oasr-server .*CUDA on|inference device' <<<"$logs"
+  grep -q 'CUDA on' <<<"$logs" || fail "the server is not a CUDA build"
+  device='inference device: cpu (no usable GPU found)'
+  [ ${#gpu_args[@]} -gt 0 ] && device='inference device: cuda:0'
+  grep -qF "$device" <<<"$logs" || fail "expected '$device'"
+fi
 grpc_port=$("$engine" port "$RUN_ID" 50051/tcp | head -n 1 | sed 's/.*://')
 [ "$("$engine" exec "$RUN_ID" id -u)" = 65534 ] || fail "the server runs as uid $("$engine" exec "$RUN_ID" id -u)"
 if [ "$engine" = podman ]; then
@@ -154,6 +217,20 @@ print(f"samples: {len(ref_words)} reference words, {len(hyp_words)} transcribed,
       f"{found}/{len(set(ref_words))} distinct reference words found")
 sys.exit(0 if found >= 0.8 * len(set(ref_words)) else 1)
 PY
+
+if $cuda; then
+  if [ ${#gpu_args[@]} -eq 0 ]; then
+    step "run $IMAGE --device cuda without a GPU: refused"
+    code=0
+    out=$(timeout 120 "$engine" run --rm --name "$RUN_ID-refused" "$IMAGE" --device cuda 2>&1) || code=$?
+    echo "exit code $code: $(grep 'cannot start' <<<"$out" || true)"
+    if [ "$code" != 2 ] || ! grep -q 'device: cuda is not present' <<<"$out"; then
+      fail "--device cuda without a GPU: exit code $code, $out"
+    fi
+  fi
+  echo "$name: PASSED in $(($(date +%s) - start)) s ($engine, $([ ${#gpu_args[@]} -gt 0 ] && echo on a GPU || echo no GPU))"
+  exit 0
+fi
 
 step "flags and OASR_* variables: IMAGE --port 6000 --model-dir '' with OASR_LOG_LEVEL=debug"
 E run -d --name "$RUN_ID-nomodel" -e OASR_LOG_LEVEL=debug "$IMAGE" --port 6000 --model-dir "" >/dev/null
@@ -230,4 +307,4 @@ PY
   kube_down
 fi
 
-echo "container-test: PASSED in $(($(date +%s) - start)) s ($engine)"
+echo "$name: PASSED in $(($(date +%s) - start)) s ($engine)"
