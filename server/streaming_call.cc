@@ -125,6 +125,17 @@ void StreamingCall<Api, Service>::OnAlarm(bool fired) {
 }
 
 template <typename Api, typename Service>
+void StreamingCall<Api, Service>::OnReadsEnded(bool /*fired*/) {
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    if (!finished_ && !engine_done_ && !duration_reached_) (void)stream_->EndAudio();
+    last = SettleLocked();
+  }
+  if (last) delete this;
+}
+
+template <typename Api, typename Service>
 void StreamingCall<Api, Service>::CheckIdleLocked() {
   // After a half-close or the end of the call there is nothing to wait for.
   if (finished_ || client_done_) return;
@@ -189,7 +200,13 @@ void StreamingCall<Api, Service>::OnReadDone(bool ok) {
                                   "streaming_config: the stream ended before its first message "
                                   "(which must carry streaming_config)"));
         } else if (!engine_done_ && !duration_reached_) {
-          (void)stream_->EndAudio();
+          // A failed read is a half-close or a broken call (a client killed
+          // or gone). gRPC queues a broken call's done notice beside the
+          // failed read, so the audio ends one turn of the queue later: a
+          // broken call is then cancelled at once (finish_reason
+          // "cancelled") rather than decoded to a final no one receives.
+          ++outstanding_;
+          reads_ended_alarm_.Set(queue_, std::chrono::system_clock::now(), &reads_ended_op_);
         }
       } else {
         if (stream_ == nullptr) {

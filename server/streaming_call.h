@@ -189,6 +189,9 @@ class StreamingCall {
   void OnWriteDone(bool ok);  // Initial metadata, a response or the status.
   void OnDone(bool ok);       // gRPC's notice that the call is over.
   void OnAlarm(bool fired);
+  // The queue's turn after a read that failed: the audio ends here unless
+  // the done notice said meanwhile that the call broke.
+  void OnReadsEnded(bool fired);
 
   // Each *Locked method runs with link_->mu held.
   void HandleConfigLocked();
@@ -228,6 +231,7 @@ class StreamingCall {
   Op write_op_{this, &StreamingCall::OnWriteDone};
   Op done_op_{this, &StreamingCall::OnDone};
   Op alarm_op_{this, &StreamingCall::OnAlarm};
+  Op reads_ended_op_{this, &StreamingCall::OnReadsEnded};
   // Operations gRPC has not returned yet (the done notice included).
   int outstanding_ = 0;
   Api api_;
@@ -258,6 +262,8 @@ class StreamingCall {
   // ignored, and its finish_reason is "length".
   bool duration_reached_ = false;
   grpc::Alarm idle_alarm_;
+  // Set once, due at once, when reads end (OnReadsEnded).
+  grpc::Alarm reads_ended_alarm_;
   bool alarm_pending_ = false;
   // When the read in flight was started: the client has been silent since.
   std::chrono::steady_clock::time_point read_started_;
