@@ -65,6 +65,10 @@ absl::Status CtcDecoderConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("word_gap_ms = ", word_gap_ms, " is outside [0, 10000]"));
   }
+  if (!(min_word_confidence >= 0.0f && min_word_confidence <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_word_confidence = ", min_word_confidence, " is outside [0, 1]"));
+  }
   return Prefixed("stream.", stream.Validate());
 }
 
@@ -117,7 +121,8 @@ absl::StatusOr<std::unique_ptr<CtcDecoder>> CtcDecoder::Create(
 CtcDecoder::CtcDecoder(const CtcDecoderConfig& config, std::shared_ptr<const SymbolTable> units)
     : config_(config),
       units_(units),
-      transcripts_(std::move(units), config.frame_shift_ms, config.word_gap_ms) {}
+      transcripts_(std::move(units), config.frame_shift_ms, config.word_gap_ms,
+                   config.min_word_confidence) {}
 
 std::unique_ptr<DecoderState> CtcDecoder::CreateState() {
   std::unique_ptr<CtcSearch> search;

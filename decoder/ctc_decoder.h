@@ -59,11 +59,16 @@ struct CtcDecoderConfig {
   PrefixBeamSearchOptions search;  // beam sizes, blank id, blank skipping
   float frame_shift_ms = 40.0f;    // one CTC frame: 4x subsampling of 10 ms
   int word_gap_ms = 100;           // WeNet's time_stamp_gap
+  // Words whose confidence (docs/decoder.md) is below this are left out of
+  // the transcripts; 0 keeps every word. A model's default is its
+  // config.json serving.min_word_confidence.
+  float min_word_confidence = 0.0f;
   StreamOptions stream;            // defaults of every new or reset stream
 
   // INVALID_ARGUMENT naming the field, its value and the limit:
   // search.* (PrefixBeamSearchOptions::Validate), frame_shift_ms in (0, 1000],
-  // word_gap_ms in [0, 10000], stream.* (StreamOptions::Validate).
+  // word_gap_ms in [0, 10000], min_word_confidence in [0, 1], stream.*
+  // (StreamOptions::Validate).
   absl::Status Validate() const;
 };
 

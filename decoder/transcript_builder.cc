@@ -28,11 +28,15 @@ std::string MarkersToSpaces(const std::string& text) {
 }  // namespace
 
 TranscriptBuilder::TranscriptBuilder(std::shared_ptr<const SymbolTable> units, float frame_shift_ms,
-                                     int word_gap_ms)
-    : units_(std::move(units)), frame_shift_ms_(frame_shift_ms), word_gap_ms_(word_gap_ms) {
+                                     int word_gap_ms, float min_word_confidence)
+    : units_(std::move(units)),
+      frame_shift_ms_(frame_shift_ms),
+      word_gap_ms_(word_gap_ms),
+      min_word_confidence_(min_word_confidence) {
   OASR_CHECK(units_ != nullptr);
   OASR_CHECK(frame_shift_ms > 0.0f);
   OASR_CHECK(word_gap_ms >= 0);
+  OASR_CHECK(min_word_confidence >= 0.0f && min_word_confidence <= 1.0f);
   info_.resize(units_->size());
   for (int id = 0; id < units_->size(); ++id) {
     const std::string& unit = units_->Token(id);
@@ -89,6 +93,20 @@ void TranscriptBuilder::Fill(int64_t segment_start_frame, Hypothesis* hyp) const
                                   [](const WordResult& w) { return w.text.empty(); }),
                    hyp->words.end());
   hyp->transcript = bpe ? MarkersToSpaces(raw) : raw;
+  if (min_word_confidence_ > 0.0f) {
+    const size_t all = hyp->words.size();
+    hyp->words.erase(
+        std::remove_if(hyp->words.begin(), hyp->words.end(),
+                       [this](const WordResult& w) { return w.confidence < min_word_confidence_; }),
+        hyp->words.end());
+    if (hyp->words.size() != all) {
+      hyp->transcript.clear();
+      for (const WordResult& word : hyp->words) {
+        if (bpe && !hyp->transcript.empty()) hyp->transcript += ' ';
+        hyp->transcript += word.text;
+      }
+    }
+  }
   double sum = 0.0;
   for (const WordResult& word : hyp->words) sum += word.confidence;
   hyp->confidence = hyp->words.empty() ? 0.0f : static_cast<float>(sum / hyp->words.size());

@@ -18,8 +18,11 @@ class TranscriptBuilder {
   // `frame_shift_ms` (> 0) is the duration of one CTC frame (40 ms for 4x
   // subsampling of 10 ms features); `word_gap_ms` (>= 0) is WeNet's
   // time_stamp_gap (100 ms). CHECK-fails on other values (configs validate).
-  TranscriptBuilder(std::shared_ptr<const SymbolTable> units, float frame_shift_ms,
-                    int word_gap_ms);
+  // `min_word_confidence` (in [0, 1]; 0 keeps every word) is the confidence
+  // floor: a word below it is left out of the transcript and the words (see
+  // Fill).
+  TranscriptBuilder(std::shared_ptr<const SymbolTable> units, float frame_shift_ms, int word_gap_ms,
+                    float min_word_confidence = 0.0f);
 
   // Fills `hyp->transcript`, `hyp->words` and `hyp->confidence` from its
   // tokens, token_frames (since the start of the stream) and
@@ -39,6 +42,11 @@ class TranscriptBuilder {
   //
   // Confidence: a word's is the lowest token confidence among its units; the
   // hypothesis' is the mean over its words (0 without words).
+  //
+  // Words below the confidence floor are dropped from `words` and the
+  // transcript (then the kept words joined by spaces in a BPE vocabulary,
+  // run together in a character one); `tokens` keep what the search emitted.
+  // What noise makes the model emit is such words.
   void Fill(int64_t segment_start_frame, Hypothesis* hyp) const;
 
   const SymbolTable& units() const { return *units_; }
@@ -58,6 +66,7 @@ class TranscriptBuilder {
   std::vector<UnitInfo> info_;
   float frame_shift_ms_;
   int word_gap_ms_;
+  float min_word_confidence_;
 };
 
 }  // namespace oasr::decoder

@@ -194,9 +194,17 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
 
   OASR_ASSIGN_OR_RETURN(const Json* serving, Field(root, "", "serving"));
   if (!serving->is_object()) return absl::InvalidArgumentError("config.json: serving is not an object");
-  OASR_RETURN_IF_ERROR(RejectUnknownKeys(*serving, "serving.", {"chunk_size", "num_left_chunks"}));
+  OASR_RETURN_IF_ERROR(RejectUnknownKeys(*serving, "serving.",
+                                         {"chunk_size", "num_left_chunks", "min_word_confidence"}));
   OASR_RETURN_IF_ERROR(GetInt(*serving, "serving.", "chunk_size", &c.chunk_size));
   OASR_RETURN_IF_ERROR(GetInt(*serving, "serving.", "num_left_chunks", &c.num_left_chunks));
+  if (auto it = serving->find("min_word_confidence"); it != serving->end()) {
+    if (!it->is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json: field 'serving.min_word_confidence' must be a number, got ", it->dump()));
+    }
+    c.min_word_confidence = it->get<double>();
+  }
   OASR_RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -233,6 +241,10 @@ absl::Status ModelConfig::Validate() const {
   }
   OASR_RETURN_IF_ERROR(range("serving.chunk_size", chunk_size, 1, kMaxChunk));
   OASR_RETURN_IF_ERROR(range("serving.num_left_chunks", num_left_chunks, -1, 1 << 16));
+  if (!(min_word_confidence >= 0.0 && min_word_confidence <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("config: serving.min_word_confidence=",
+                                                   min_word_confidence, " is outside [0, 1]"));
+  }
   return absl::OkStatus();
 }
 

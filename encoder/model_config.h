@@ -29,6 +29,9 @@ struct ModelConfig {
   // serving.
   int chunk_size = 0;        // Encoder frames per chunk.
   int num_left_chunks = -1;  // -1 keeps all history.
+  // The decoder's word confidence floor (CtcDecoderConfig), optional; 0
+  // keeps every word.
+  double min_word_confidence = 0.0;
 
   // Parses config.json text. Every required field must be present with the
   // right JSON type; options the engine does not implement are refused by
@@ -45,7 +48,9 @@ struct ModelConfig {
   int subsampling_rate() const;
   int right_context() const;
   // Feature frames a chunk of `frames` encoder frames needs.
-  int WindowFrames(int frames) const { return (frames - 1) * subsampling_rate() + right_context() + 1; }
+  int WindowFrames(int frames) const {
+    return (frames - 1) * subsampling_rate() + right_context() + 1;
+  }
   // Attention history kept per stream (-1: unlimited).
   int RequiredCacheSize() const { return num_left_chunks < 0 ? -1 : chunk_size * num_left_chunks; }
 };

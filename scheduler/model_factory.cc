@@ -96,6 +96,8 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
   loaded.dtype = m.encoder.dtype;
   loaded.decoder_config = options.decoder;
   loaded.decoder_config.frame_shift_ms = static_cast<float>(loaded.geometry.FrameShiftMs());
+  loaded.decoder_config.min_word_confidence = options.min_word_confidence.value_or(
+      static_cast<float>(model->model().config().min_word_confidence));
   OASR_RETURN_IF_ERROR(ApplyLanguageModels(options, units, &loaded.decoder_config.search));
   loaded.units = std::make_shared<const decoder::SymbolTable>(std::move(units));
   OASR_ASSIGN_OR_RETURN(loaded.decoder,

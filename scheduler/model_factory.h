@@ -30,8 +30,11 @@ struct ModelOptions {
   // demand), 131072 on CUDA (computed at load, about 87 minutes of audio).
   int64_t max_table_positions = 0;
 
-  // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock.
+  // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock, and
+  // `decoder.min_word_confidence` by min_word_confidence when set, else the
+  // model's config.json serving.min_word_confidence (0 when it has none).
   decoder::CtcDecoderConfig decoder;
+  std::optional<float> min_word_confidence;
   bool use_lm = true;  // The directory's lm.json, with the beam search.
   std::optional<float> lm_weight, lm_token_bonus;
   std::string word_lm_path;  // Overrides lm.json's word model.

@@ -113,6 +113,7 @@ int Main(int argc, char** argv) {
   bool greedy = false, no_lm = false, no_rescoring = false, no_graphs = false;
   float lm_weight = -1.0f;  // Negative: lm.json's.
   std::optional<float> lm_token_bonus, word_lm_weight, word_bonus, unknown_word_penalty;
+  std::optional<float> min_word_confidence;
   std::string word_lm_path, device = "auto", dtype, front_end = "auto";
   app.add_option("--model-dir", model_dir, "Model directory (docs/model-format.md)")->required();
   app.add_option("--front-end", front_end,
@@ -141,6 +142,10 @@ int Main(int argc, char** argv) {
   app.add_option("--word-bonus", word_bonus, "Score added per word (default: lm.json's)");
   app.add_option("--unknown-word-penalty", unknown_word_penalty,
                  "Score taken per word outside the lexicon (default: lm.json's)");
+  app.add_option("--min-word-confidence", min_word_confidence,
+                 "Words below this confidence are left out (default: the model's "
+                 "config.json serving.min_word_confidence, else 0: none)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--npy", npy_dir, "Write each file's CTC log-probs to DIR/<stem>.npy");
   app.add_option("--threads", threads, "Encoder threads")->check(CLI::Range(1, 256));
   app.add_option("--device", device, "auto (the GPU when one is usable), cpu, cuda or cuda:N")
@@ -176,6 +181,7 @@ int Main(int argc, char** argv) {
   options.use_lm = !no_lm;
   options.lm_weight = lm_weight;
   options.lm_token_bonus = lm_token_bonus;
+  options.min_word_confidence = min_word_confidence;
   options.word_lm_path = word_lm_path;
   options.word_lm_weight = word_lm_weight;
   options.word_bonus = word_bonus;

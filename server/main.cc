@@ -121,6 +121,10 @@ int main(int argc, char** argv) {
   app.add_option("--lm-weight", options.lm_weight,
                  "Unit language model weight (negative: the one in the model's lm.json)")
       ->capture_default_str();
+  app.add_option("--min-word-confidence", options.min_word_confidence,
+                 "Words below this confidence (0-1) are left out of transcripts; noise makes "
+                 "such words (negative: the model's config.json serving.min_word_confidence)")
+      ->capture_default_str();
   app.add_flag("!--no-rescoring", options.attention_rescoring,
                "Keep the CTC n-best order of finals (no attention rescoring with the model's "
                "attention decoder)");

@@ -216,6 +216,9 @@ absl::Status Server::LoadModel() {
   model_options.model.decoder.search.blank_skip_threshold = options_.blank_skip;
   model_options.model.decoder.search.token_beam = options_.token_beam;
   model_options.model.lm_weight = static_cast<float>(options_.lm_weight);
+  if (options_.min_word_confidence >= 0.0) {
+    model_options.model.min_word_confidence = static_cast<float>(options_.min_word_confidence);
+  }
   model_options.name = options_.model_name;
   model_options.language_code = options_.language_code;
   model_options.engine.max_batch_size = options_.max_active_streams;

@@ -52,6 +52,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("lm_weight: ", lm_weight, " is above 10 (negative: the model's)"));
   }
+  if (!(min_word_confidence <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("min_word_confidence: ", min_word_confidence,
+                                                   " is above 1 (negative: the model's)"));
+  }
   if (num_threads < 1 || num_threads > 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: ", num_threads, " is outside [1, 256]"));

@@ -74,6 +74,10 @@ struct ServerOptions {
   bool use_lm = true;
   // The unit language model's weight; negative: the one in lm.json.
   double lm_weight = -1.0;
+  // Words below this confidence are left out of transcripts (noise makes
+  // low-confidence words); negative: the model's config.json
+  // serving.min_word_confidence (0 when it has none).
+  double min_word_confidence = -1.0;
   // Rescore final results with the model's attention decoder (U2 / U2++
   // models) when it has one; a request may still turn it off. Segments
   // longer than rescoring_max_segment_seconds keep the CTC order. Their

@@ -86,6 +86,10 @@ TEST(CtcDecoderTest, CreateValidates) {
   EXPECT_EQ(CtcDecoder::Create(config, Units()).status().message(),
             "frame_shift_ms = 0 is outside (0, 1000]");
   config = {};
+  config.min_word_confidence = 1.5f;
+  EXPECT_EQ(CtcDecoder::Create(config, Units()).status().message(),
+            "min_word_confidence = 1.5 is outside [0, 1]");
+  config = {};
   config.search.beam_size = 0;
   EXPECT_EQ(CtcDecoder::Create(config, Units()).status().message(),
             "search.beam_size = 0 is outside [1, 1024]");

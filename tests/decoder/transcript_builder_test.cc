@@ -87,6 +87,40 @@ TEST(TranscriptBuilderTest, CjkInsideABpeVocabularyAreWordsOfTheirOwn) {
   EXPECT_EQ(h.words[3].text, "HELLO");
 }
 
+TEST(TranscriptBuilderTest, WordsBelowTheConfidenceFloorAreLeftOut) {
+  const auto units = MakeUnits(
+      {"<blank>", "<unk>", kMark + "HE", "LLO", kMark + "WOR", "LD", kMark + "A", "<sos/eos>"});
+  // HELLO 0.8 (its weakest unit), WORLD 0.6, A 1.0.
+  const Hypothesis all =
+      Hyp({2, 3, 4, 5, 6}, {10, 12, 20, 21, 40}, {0.9f, 0.8f, 0.95f, 0.6f, 1.0f});
+  TranscriptBuilder floor(units, 40.0f, 100, 0.7f);
+  Hypothesis h = all;
+  floor.Fill(0, &h);
+  EXPECT_EQ(h.transcript, "HELLO A");
+  ASSERT_EQ(h.words.size(), 2u);
+  ExpectWord(h.words[0], "HELLO", 300, 480, 0.8f);  // Times as without the floor.
+  ExpectWord(h.words[1], "A", 1500, 1600, 1.0f);
+  EXPECT_FLOAT_EQ(h.confidence, 0.9f);  // Over the words kept.
+  EXPECT_EQ(h.tokens, all.tokens);      // The search's tokens stay.
+  // A word at the floor stays; above every word's, nothing is left.
+  h = all;
+  TranscriptBuilder(units, 40.0f, 100, 0.6f).Fill(0, &h);
+  EXPECT_EQ(h.transcript, "HELLO WORLD A");
+  h = all;
+  TranscriptBuilder(units, 40.0f, 100, 1.0f).Fill(0, &h);
+  EXPECT_EQ(h.transcript, "A");
+  h = Hyp({2, 3}, {10, 12}, {0.2f, 0.3f});
+  floor.Fill(0, &h);
+  EXPECT_EQ(h.transcript, "");
+  EXPECT_TRUE(h.words.empty());
+  EXPECT_EQ(h.confidence, 0.0f);
+  // A character vocabulary's kept words run together.
+  const auto chars = MakeUnits({"<blank>", "<unk>", kNi, kHao, "<sos/eos>"});
+  h = Hyp({2, 3, 2}, {5, 30, 50}, {0.9f, 0.1f, 0.8f});
+  TranscriptBuilder(chars, 40.0f, 100, 0.5f).Fill(0, &h);
+  EXPECT_EQ(h.transcript, kNi + kNi);
+}
+
 TEST(TranscriptBuilderTest, EmptyHypothesis) {
   TranscriptBuilder builder(MakeUnits({"<blank>", "a"}), 40.0f, 100);
   Hypothesis h;

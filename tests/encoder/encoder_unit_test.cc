@@ -13,12 +13,12 @@
 #include "encoder/global_cmvn.h"
 #include "encoder/model_config.h"
 #include "encoder/npy_io.h"
-#include "kernels/real_fft.h"
 #include "encoder/resampler.h"
 #include "encoder/safetensors_reader.h"
 #include "encoder/vocabulary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/real_fft.h"
 #include "tests/encoder/test_util.h"
 
 namespace oasr::encoder {
@@ -169,6 +169,12 @@ TEST(ModelConfigTest, ParsesValidConfig) {
   auto c6 = ModelConfig::FromJson(Replace(ValidConfigJson(), "\"conv2d\"", "\"conv2d6\""));
   ASSERT_TRUE(c6.ok());
   EXPECT_EQ(c6->WindowFrames(1), 11);
+  EXPECT_EQ(c->min_word_confidence, 0.0);  // Optional: every word kept.
+  auto floor =
+      ModelConfig::FromJson(Replace(ValidConfigJson(), "\"num_left_chunks\": -1",
+                                    "\"num_left_chunks\": -1, \"min_word_confidence\": 0.35"));
+  ASSERT_TRUE(floor.ok()) << floor.status();
+  EXPECT_DOUBLE_EQ(floor->min_word_confidence, 0.35);
 }
 
 TEST(ModelConfigTest, NamesEveryBadField) {
@@ -190,6 +196,12 @@ TEST(ModelConfigTest, NamesEveryBadField) {
       {Replace(base, "\"use_dynamic_chunk\": true", "\"use_dynamic_chunk\": false"),
        "full-context"},
       {Replace(base, "\"format_version\": 1", "\"format_version\": 2"), "format_version=2"},
+      {Replace(base, "\"num_left_chunks\": -1",
+               "\"num_left_chunks\": -1, \"min_word_confidence\": 1.5"),
+       "serving.min_word_confidence=1.5 is outside [0, 1]"},
+      {Replace(base, "\"num_left_chunks\": -1",
+               "\"num_left_chunks\": -1, \"min_word_confidence\": \"low\""),
+       "serving.min_word_confidence' must be a number"},
       {"[1, 2]", "not a JSON object"},
   };
   for (const auto& [text, needle] : cases) {

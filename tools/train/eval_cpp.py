@@ -129,6 +129,8 @@ def main(argv=None):
     p.add_argument("--max-per-voice", type=int, default=0, help="0: every utterance")
     p.add_argument("--configs", default=",".join(CONFIGS), help="subset of " + ",".join(CONFIGS))
     p.add_argument("--lm-flags", default="", help="extra oasr-transcribe flags of the lm_ configs")
+    p.add_argument("--flags", default="",
+                   help="extra oasr-transcribe flags of every config (e.g. \"--min-word-confidence 0.3\")")
     # Synthesis of a missing evaluation set (synth.py's defaults).
     p.add_argument("--corpus", default=os.path.join(REPO, "tools/train/corpus"))
     p.add_argument("--voices", default=",".join(synth.ALL_FAMILIES))
@@ -141,7 +143,8 @@ def main(argv=None):
         sys.exit(f"eval_cpp: --configs must name some of {list(CONFIGS)}")
     if not os.path.exists(os.path.join(a.model, "lm.json")):
         configs = [c for c in configs if not c.startswith("lm_")]
-    flags = {c: CONFIGS[c][1] + (a.lm_flags.split() if c.startswith("lm_") else []) for c in configs}
+    flags = {c: CONFIGS[c][1] + a.flags.split() + (a.lm_flags.split() if c.startswith("lm_") else [])
+             for c in configs}
     if not os.access(a.transcribe, os.X_OK):
         sys.exit(f"eval_cpp: {a.transcribe} is not an executable (build oasr-transcribe, or "
                  "pass --transcribe)")
