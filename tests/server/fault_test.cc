@@ -751,29 +751,44 @@ TEST_F(FaultTest, SigtermUnderFullLoadGivesEveryStreamItsFinalsOrUnavailableAndE
   const std::vector<std::string> short_finals = testing::EngineFinals(short_audio, 16000);
   const std::vector<int16_t> long_audio = MakeAudio(67, 30.0, 16000);
   std::vector<server::StreamOutcome> outcomes(kStreams);
+  // A stream that has had a response holds a slot (a waiting one has none).
+  std::unique_ptr<std::atomic<bool>[]> answered(new std::atomic<bool>[kStreams]);
+  for (int i = 0; i < kStreams; ++i) answered[i] = false;
   Threads threads;
-  const auto open = [&](int i) {
+  for (int i = 0; i < kStreams; ++i) {
     threads.all.emplace_back([&, i] {
       server::StreamClientOptions options;
       options.config = Config(16000, /*interim=*/true);
       options.timeout_s = 60;
+      options.on_response = [&answered, i](const asr::v1::StreamingRecognizeResponse&) {
+        answered[i] = true;
+      };
       outcomes[i] = server::RunStream(*stub_, i % 2 == 0 ? short_audio : long_audio, options);
     });
-  };
-  // The slots go to the first kActive streams (half of them short) before
-  // the rest open and wait; the waiting ones never decode (the drain
-  // admits no more).
-  for (int i = 0; i < kActive; ++i) open(i);
+  }
   EXPECT_TRUE(WaitForMetric("oasr_streams_active", kActive)) << server_.ReadLog();
-  for (int i = kActive; i < kStreams; ++i) open(i);
   EXPECT_TRUE(WaitForMetric("oasr_streams_waiting", kWaiting)) << server_.ReadLog();
   // Full: one more is refused.
   server::StreamOutcome refused = testing::Stream(*stub_, CheckAudio(), Config(16000));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << refused.status.error_message();
 
+  // The signal comes once half the slots' streams have had a result (their
+  // first chunk decoded), and which those are is noted: the slots go to
+  // whichever streams came first, and on a busy machine a short stream may
+  // even end before the signal and give its slot to a waiting one.
+  const auto answered_count = [&] {
+    int n = 0;
+    for (int i = 0; i < kStreams; ++i) n += answered[i] ? 1 : 0;
+    return n;
+  };
+  for (int k = 0; k < 200 && answered_count() < kActive / 2; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<bool> decoding(kStreams);
   const auto signalled = std::chrono::steady_clock::now();
   server_.Signal(SIGTERM);
+  for (int i = 0; i < kStreams; ++i) decoding[i] = answered[i];
   threads.Join();
   const int status = server_.WaitForExit(30);
   const double exit_s = SecondsSince(signalled);
@@ -782,26 +797,32 @@ TEST_F(FaultTest, SigtermUnderFullLoadGivesEveryStreamItsFinalsOrUnavailableAndE
   EXPECT_EQ(WEXITSTATUS(status), 0) << server_.ReadLog();
   EXPECT_LT(exit_s, kGrace + 2.0) << server_.ReadLog();
 
-  int finished = 0, unavailable = 0;
+  int finished = 0, unavailable = 0, short_decoding = 0;
   for (int i = 0; i < kStreams; ++i) {
     const server::StreamOutcome& o = outcomes[i];
+    const bool is_short = i % 2 == 0;
+    if (is_short && decoding[i]) ++short_decoding;
     if (o.status.ok() && o.finish_reason == "stop") {
       ++finished;
-      EXPECT_EQ(i % 2, 0) << "stream " << i << " of 30 s ended 'stop' within the grace";
-      EXPECT_LT(i, kActive) << "stream " << i << " was waiting at SIGTERM, yet decoded";
+      EXPECT_TRUE(is_short) << "stream " << i << " of 30 s ended 'stop' within the grace";
       EXPECT_EQ(o.finals, short_finals) << "stream " << i;
     } else if (o.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       ++unavailable;
       EXPECT_EQ(o.finish_reason, "cancelled") << "stream " << i;
+      // A short stream decoding at the signal has at most 3 s of audio left:
+      // it ends within the grace.
+      EXPECT_FALSE(is_short && decoding[i]) << "short stream " << i << " decoding at SIGTERM";
     } else {
       ADD_FAILURE() << "stream " << i << ": code " << o.status.error_code() << " '"
                     << o.status.error_message() << "', finish_reason '" << o.finish_reason << "'";
     }
   }
   std::cout << "SIGTERM under full load: " << kStreams << " streams (" << kActive << " decoding + "
-            << kWaiting << " waiting): " << finished << " finals + OK, " << unavailable
+            << kWaiting << " waiting): " << finished << " finals + OK (" << short_decoding
+            << " short streams had decoded audio by the signal), " << unavailable
             << " cancelled + UNAVAILABLE; exit 0 after " << exit_s << " s" << std::endl;
-  EXPECT_EQ(finished, kActive / 2) << "the short streams decoding at SIGTERM end within the grace";
+  EXPECT_GE(short_decoding, kActive / 4) << "too few short streams were decoding at SIGTERM";
+  EXPECT_GE(finished, short_decoding);
   EXPECT_GE(unavailable, kStreams / 2) << "every long stream is cut at the end of the grace";
 }
 
