@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -752,8 +753,7 @@ TEST_F(FaultTest, SigtermUnderFullLoadGivesEveryStreamItsFinalsOrUnavailableAndE
   const std::vector<int16_t> long_audio = MakeAudio(67, 30.0, 16000);
   std::vector<server::StreamOutcome> outcomes(kStreams);
   // A stream that has had a response holds a slot (a waiting one has none).
-  std::unique_ptr<std::atomic<bool>[]> answered(new std::atomic<bool>[kStreams]);
-  for (int i = 0; i < kStreams; ++i) answered[i] = false;
+  std::vector<std::atomic<bool>> answered(kStreams);
   Threads threads;
   for (int i = 0; i < kStreams; ++i) {
     threads.all.emplace_back([&, i] {
@@ -778,9 +778,7 @@ TEST_F(FaultTest, SigtermUnderFullLoadGivesEveryStreamItsFinalsOrUnavailableAndE
   // whichever streams came first, and on a busy machine a short stream may
   // even end before the signal and give its slot to a waiting one.
   const auto answered_count = [&] {
-    int n = 0;
-    for (int i = 0; i < kStreams; ++i) n += answered[i] ? 1 : 0;
-    return n;
+    return std::count_if(answered.begin(), answered.end(), [](const auto& a) { return a.load(); });
   };
   for (int k = 0; k < 200 && answered_count() < kActive / 2; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
