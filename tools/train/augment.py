@@ -3,9 +3,13 @@
 Synthesized speech is clean and perfectly regular; real input is not. Each
 training utterance gets, drawn independently with the probabilities below:
 speed perturbation (0.9 / 1.1, pitch moves with it as with sox `speed`),
-synthetic reverberation, telephone band limiting (8 kHz round trip and a
-300-3400 Hz band), additive noise (white, pink or brown) at a random SNR, and
-a random peak level.
+vocal-tract length warping (the spectrum's frequency axis stretched,
+formants and pitch with it, the timing kept), synthetic reverberation, a
+telephone channel (8 kHz round trip, a 300-3400 Hz band, and a G.711 mu-law
+or A-law round trip for two thirds of them), additive noise (white, pink or
+brown) at a random SNR, and a random peak level. Speed and warping are drawn
+independently, so speaking rate and voice (pitch with formants) vary
+independently: a speed of 1.1 with a warp of 1 / 1.1 is a tempo change.
 
 This module is the one definition of that augmentation. Its operations work
 on a padded batch (B, N) with per-utterance lengths: every stage sees only
@@ -31,9 +35,14 @@ SPEED_CHOICES = ((0.9, 0.2), (1.1, 0.2))  # (factor, probability); else 1.0
 REVERB_PROB = 0.2
 RT60_RANGE = (0.15, 0.6)  # seconds
 DRR_DB_RANGE = (2.0, 15.0)  # direct-to-reverberant ratio
-TELEPHONE_PROB = 0.1
+VTLP_PROB = 0.4
+VTLP_RANGE = (0.88, 1.12)  # frequency-axis stretch (> 1: a shorter vocal tract)
+VTLP_BOUNDARY = 0.7  # of Nyquist: the stretch is linear up to it, then meets Nyquist
+STFT_SIZE, STFT_HOP = 512, 128  # the warping stage's analysis
+TELEPHONE_PROB = 0.15
 TELEPHONE_RATE = 8000
 TELEPHONE_BAND = (300.0, 3400.0)  # Hz
+CODECS = ("none", "mu-law", "a-law")  # a telephone channel's codec, equally likely
 NOISE_PROB = 0.4
 SNR_DB_RANGE = (8.0, 35.0)
 NOISE_KINDS = ("white", "pink", "brown")
@@ -152,14 +161,139 @@ _BAND = {}
 
 def telephone(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """An 8 kHz round trip, then the 300-3400 Hz band (FIR, zero phase)."""
+    return telephone_channel(x, lengths, torch.zeros(x.size(0), dtype=torch.long))
+
+
+def g711(x: torch.Tensor, law: str) -> torch.Tensor:
+    """A round trip through ITU-T G.711 (8-bit mu-law or A-law, the segmented
+    codes of the standard) of samples in [-1, 1), read as 16-bit PCM."""
+    s = (x * 32768.0).round().clamp(-32768, 32767).to(torch.int32)
+    if law == "mu-law":
+        mag = s.abs().clamp(max=32635) + 132  # the bias 0x84
+        seg = (torch.log2(mag.float()).floor().to(torch.int32) - 7).clamp(0, 7)
+        mant = (mag >> (seg + 3)) & 15
+        y = (((mant << 3) + 132) << seg) - 132
+        y = torch.where(s < 0, -y, y)
+    elif law == "a-law":
+        mag = torch.where(s >= 0, s >> 3, -(s >> 3) - 1)  # 13-bit magnitude
+        seg = torch.where(mag < 32, torch.zeros_like(mag),
+                          torch.log2(mag.clamp(min=1).float()).floor().to(torch.int32) - 4)
+        mant = torch.where(seg < 2, mag >> 1, mag >> seg.clamp(min=0)) & 15
+        y = torch.where(seg == 0, (mant << 4) + 8,
+                        torch.where(seg == 1, (mant << 4) + 0x108,
+                                    ((mant << 4) + 0x108) << (seg - 1).clamp(min=0)))
+        y = torch.where(s < 0, -y, y)
+    else:
+        raise ValueError(f"unknown G.711 law {law!r}")
+    return y.to(x.dtype) / 32768.0
+
+
+def telephone_channel(x: torch.Tensor, lengths: torch.Tensor, codec: torch.Tensor) -> torch.Tensor:
+    """`telephone` with each row's codec (an index into CODECS) applied to its
+    8 kHz samples."""
     half = resampled_length(lengths, SAMPLE_RATE, TELEPHONE_RATE)
     y = zero_padding(resample(x, SAMPLE_RATE, TELEPHONE_RATE), half)
+    for k, law in enumerate(CODECS):
+        rows = (codec == k).nonzero().flatten().to(x.device)
+        if law != "none" and rows.numel():
+            y[rows] = g711(y[rows], law)
     y = zero_padding(resample(y, TELEPHONE_RATE, SAMPLE_RATE)[:, :x.size(1)], lengths)
     key = str(x.device)
     if key not in _BAND:
         _BAND[key] = band_pass(*TELEPHONE_BAND).to(x.device)
     h = _BAND[key]
     return zero_padding(convolve(y, h, (h.size(1) - 1) // 2), lengths)
+
+
+_WINDOWS = {}
+
+
+def _stft(x: torch.Tensor):
+    """STFT of rows followed by at least one window of zeros (so a row's
+    result never depends on how much padding its batch gives it)."""
+    key = str(x.device)
+    if key not in _WINDOWS:
+        _WINDOWS[key] = torch.hann_window(STFT_SIZE, device=x.device)
+    x = torch.nn.functional.pad(x, (0, STFT_SIZE))
+    return torch.stft(x, STFT_SIZE, STFT_HOP, window=_WINDOWS[key], return_complex=True)
+
+
+def _istft(spec: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.istft(spec, STFT_SIZE, STFT_HOP, window=_WINDOWS[str(spec.device)], length=n)
+
+
+def _bin_advance(bins: int, device) -> torch.Tensor:
+    """(bins, 1) phase a hop advances at each STFT bin's centre frequency."""
+    return (2 * math.pi * STFT_HOP / STFT_SIZE
+            * torch.arange(bins, device=device, dtype=torch.float32)).unsqueeze(1)
+
+
+def _wrap(phase: torch.Tensor) -> torch.Tensor:
+    return phase - 2 * math.pi * torch.round(phase / (2 * math.pi))
+
+
+def _vtlp_knee(alpha: torch.Tensor, nyq: float):
+    a = alpha.double()
+    return a, VTLP_BOUNDARY * nyq * torch.clamp(1.0 / a, max=1.0)
+
+
+def vtlp_warp(f: torch.Tensor, alpha: torch.Tensor, bins: int = STFT_SIZE // 2 + 1) -> torch.Tensor:
+    """Frequencies f (B, ...) in bins moved by each row's stretch alpha (B,):
+    alpha * f up to the knee f0 (vtlp_source_bins), then the straight line
+    from (f0, alpha * f0) to (Nyquist, Nyquist)."""
+    a, f0 = _vtlp_knee(alpha.to(f.device), float(bins - 1))
+    shape = (-1,) + (1,) * (f.dim() - 1)
+    a, f0 = a.view(shape).to(f.dtype), f0.view(shape).to(f.dtype)
+    nyq = float(bins - 1)
+    return torch.where(f <= f0, a * f, a * f0 + (f - f0) * (nyq - a * f0) / (nyq - f0))
+
+
+def vtlp_source_bins(alpha: torch.Tensor, bins: int) -> torch.Tensor:
+    """(B, bins) fractional source bin of each output bin for frequency-axis
+    stretches alpha (B,): output frequency g comes from g / alpha below
+    alpha * f0, f0 = VTLP_BOUNDARY * Nyquist * min(1, 1 / alpha); above it a
+    straight line takes the rest of the band to Nyquist, so 0 and Nyquist
+    stay where they are."""
+    nyq = float(bins - 1)
+    a, f0 = _vtlp_knee(alpha, nyq)
+    a, f0 = a.unsqueeze(1), f0.unsqueeze(1)
+    g = torch.arange(bins, dtype=torch.float64).unsqueeze(0)
+    low = g / a
+    high = f0 + (g - a * f0) * (nyq - f0) / (nyq - a * f0)
+    return torch.where(g <= a * f0, low, high).clamp(0, nyq)
+
+
+def warp_vocal_tract(x: torch.Tensor, lengths: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Vocal-tract length perturbation of rows: each frame's magnitude
+    spectrum stretched along frequency by the row's alpha (vtlp_source_bins,
+    linear interpolation); each output bin's phase advances at its source
+    bin's measured frequency warped (vtlp_warp), as a phase vocoder's pitch
+    shift does, so a partial at f comes out as one partial at the warped f. Length and timing unchanged."""
+    n = x.size(1)
+    spec = _stft(x)  # (B, F, T)
+    bins, t = spec.size(1), spec.size(2)
+    src = vtlp_source_bins(alpha, bins).to(x.device, torch.float32)
+    lo = src.floor().long()
+    hi = (lo + 1).clamp(max=bins - 1)
+    near = src.round().long()
+    w = (src - lo).unsqueeze(2)
+
+    def take(v, idx):
+        return torch.gather(v, 1, idx.unsqueeze(2).expand(-1, -1, v.size(2)))
+
+    mag = spec.abs()
+    new_mag = take(mag, lo) * (1 - w) + take(mag, hi) * w
+    angle = torch.angle(spec)
+    advance = _bin_advance(bins, x.device)
+    step = _wrap(angle[..., 1:] - angle[..., :-1] - advance) + advance  # (B, F, T - 1)
+    # The measured frequency of each source bin (in bins), warped as the
+    # spectrum is: every bin of one partial then turns at the same rate.
+    per_bin = 2 * math.pi * STFT_HOP / STFT_SIZE
+    out_step = vtlp_warp(take(step, near) / per_bin, alpha) * per_bin
+    phase = torch.cat([take(angle[..., :1], near),
+                       take(angle[..., :1], near) + torch.cumsum(out_step, -1)], -1)
+    y = _istft(torch.polar(new_mag, phase[..., :t]), n + STFT_SIZE)[:, :n]
+    return zero_padding(y, lengths)
 
 
 def colored_noise(lengths: torch.Tensor, n: int, exponent: torch.Tensor, gen: torch.Generator,
@@ -207,9 +341,12 @@ def draw(b: int, gen: torch.Generator) -> dict:
         speed[(u >= below) & (u < below + prob)] = factor
         below += prob
     p = {"speed": speed}
+    p["vtlp"] = torch.rand(b, generator=gen) < VTLP_PROB
+    p["vtlp_alpha"] = uniform(VTLP_RANGE)
     p["reverb"] = torch.rand(b, generator=gen) < REVERB_PROB
     p["rt60"], p["drr_db"] = uniform(RT60_RANGE), uniform(DRR_DB_RANGE)
     p["telephone"] = torch.rand(b, generator=gen) < TELEPHONE_PROB
+    p["codec"] = torch.randint(len(CODECS), (b,), generator=gen)
     p["noise"] = torch.rand(b, generator=gen) < NOISE_PROB
     p["snr_db"] = uniform(SNR_DB_RANGE)
     p["noise_kind"] = torch.randint(len(NOISE_KINDS), (b,), generator=gen)
@@ -221,6 +358,28 @@ def _rows(mask: torch.Tensor):
     return mask.nonzero().flatten()
 
 
+def _regroup(x: torch.Tensor, lengths: torch.Tensor, factors: torch.Tensor, choices, fn):
+    """Applies fn(rows, lengths, factor) -> (rows', lengths') to the rows of
+    each factor of `choices` together; returns the batch at its new width
+    (zero beyond each row's new length) and the new lengths."""
+    dev = x.device
+    parts = []
+    new_lengths = lengths.clone()
+    for factor, _ in choices:
+        rows = _rows(factors == factor)
+        if rows.numel():
+            sub_len = lengths[rows]
+            sub, new_lengths[rows] = fn(x[rows.to(dev), :int(sub_len.max())], sub_len, factor)
+            parts.append((rows, sub))
+    if not parts:
+        return x, lengths
+    width = int(new_lengths.max())
+    x = torch.nn.functional.pad(x, (0, max(0, width - x.size(1))))[:, :width].contiguous()
+    for rows, sub in parts:  # whole rows: nothing of the old samples stays behind
+        x[rows.to(dev)] = torch.nn.functional.pad(sub, (0, width - sub.size(1)))
+    return x, new_lengths
+
+
 def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Generator):
     """Augments a padded batch: x (B, N) float on any device, zero beyond
     `lengths` (B,) (a CPU int64 tensor), p from `draw`, gen a generator on
@@ -229,21 +388,7 @@ def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Ge
     dev = x.device
     x = x.clone()
     # Speed: the rows of each factor together, one resampling each.
-    parts = []
-    new_lengths = lengths.clone()
-    for factor, _ in SPEED_CHOICES:
-        rows = _rows(p["speed"] == factor)
-        if rows.numel():
-            sub_len = lengths[rows]
-            sub, new_lengths[rows] = change_speed(x[rows.to(dev), :int(sub_len.max())], sub_len,
-                                                  factor)
-            parts.append((rows, sub))
-    if parts:
-        width = int(new_lengths.max())
-        x = torch.nn.functional.pad(x, (0, max(0, width - x.size(1))))[:, :width].contiguous()
-        for rows, sub in parts:  # whole rows: nothing of the old samples stays behind
-            x[rows.to(dev)] = torch.nn.functional.pad(sub, (0, width - sub.size(1)))
-        lengths = new_lengths
+    x, lengths = _regroup(x, lengths, p["speed"], SPEED_CHOICES, change_speed)
 
     def stage(mask, fn):
         rows = _rows(mask)
@@ -253,9 +398,10 @@ def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Ge
             rows_dev = rows.to(dev)
             x[rows_dev, :m] = fn(x[rows_dev, :m], sub_len, rows)
 
+    stage(p["vtlp"], lambda s, n, rows: warp_vocal_tract(s, n, p["vtlp_alpha"][rows]))
     stage(p["reverb"], lambda s, n, rows: reverberate(
         s, n, room_responses(p["rt60"][rows], p["drr_db"][rows], gen, dev)))
-    stage(p["telephone"], lambda s, n, rows: telephone(s, n))
+    stage(p["telephone"], lambda s, n, rows: telephone_channel(s, n, p["codec"][rows]))
     stage(p["noise"], lambda s, n, rows: add_noise(
         s, n, p["snr_db"][rows], torch.tensor(NOISE_EXPONENTS)[p["noise_kind"][rows]], gen))
     return set_peak(x, p["peak_dbfs"]), lengths
@@ -270,11 +416,13 @@ def augment(x: torch.Tensor, rng: random.Random):
     desc = {}
     if float(p["speed"][0]) != 1.0:
         desc["speed"] = float(p["speed"][0])
+    if bool(p["vtlp"][0]):
+        desc["vtlp_alpha"] = round(float(p["vtlp_alpha"][0]), 3)
     if bool(p["reverb"][0]):
         desc["rt60"] = round(float(p["rt60"][0]), 3)
         desc["drr_db"] = round(float(p["drr_db"][0]), 1)
     if bool(p["telephone"][0]):
-        desc["telephone"] = True
+        desc["telephone"] = CODECS[int(p["codec"][0])]
     if bool(p["noise"][0]):
         desc["snr_db"] = round(float(p["snr_db"][0]), 1)
         desc["noise"] = NOISE_KINDS[int(p["noise_kind"][0])]
