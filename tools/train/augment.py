@@ -48,6 +48,13 @@ SNR_DB_RANGE = (8.0, 35.0)
 NOISE_KINDS = ("white", "pink", "brown")
 NOISE_EXPONENTS = (0.0, 0.5, 1.0)  # of each kind: amplitude spectrum 1 / f^e
 PEAK_DBFS_RANGE = (-20.0, -1.0)
+# Clips with no speech at all, trained to give no units (train.py
+# --noise-clips): near silence, coloured noise, mains hum, clicks.
+NON_SPEECH_KINDS = ("silence", "noise", "hum", "clicks")
+NON_SPEECH_RMS_DBFS = (-60.0, -12.0)  # silence: SILENCE_RMS_DBFS
+SILENCE_RMS_DBFS = (-96.0, -66.0)  # a quiet room through a microphone, down to dither
+HUM_HZ = (50.0, 60.0)
+CLICKS_PER_SECOND = (1.0, 20.0)
 
 
 def resample(x: torch.Tensor, rate: int, new_rate: int) -> torch.Tensor:
@@ -318,6 +325,51 @@ def add_noise(x: torch.Tensor, lengths: torch.Tensor, snr_db: torch.Tensor,
     noise = colored_noise(lengths, x.size(1), exponent, gen, x.device)
     level = torch.sqrt(power / 10.0 ** (snr_db.to(x.device, torch.float32) / 10.0))
     return x + noise * level.unsqueeze(1)
+
+
+def non_speech(lengths: torch.Tensor, n: int, params_gen: torch.Generator,
+               gen: torch.Generator, device) -> tuple:
+    """(clips (B, n), kinds (B,)) of non-speech audio, zero beyond each
+    row's length: per row a kind of NON_SPEECH_KINDS and an RMS level in
+    dBFS (near silence lower), drawn from params_gen (CPU); the waveforms'
+    randomness from gen (on `device`)."""
+    b = lengths.numel()
+
+    def uniform(lo_hi):
+        return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * torch.rand(b, generator=params_gen)
+
+    kind = torch.randint(len(NON_SPEECH_KINDS), (b,), generator=params_gen)
+    rms_db = torch.where(kind == 0, uniform(SILENCE_RMS_DBFS), uniform(NON_SPEECH_RMS_DBFS))
+    exponent = torch.tensor(NOISE_EXPONENTS)[torch.randint(len(NOISE_EXPONENTS), (b,),
+                                                           generator=params_gen)]
+    hum_hz = torch.tensor(HUM_HZ)[torch.randint(len(HUM_HZ), (b,), generator=params_gen)]
+    clicks = uniform(CLICKS_PER_SECOND)
+    # Near silence and noise: coloured noise (white for near silence).
+    exponent = torch.where(kind == 0, torch.zeros(b), exponent)
+    x = colored_noise(lengths, n, exponent, gen, device)
+    t = torch.arange(n, device=device, dtype=torch.float32).unsqueeze(0) / SAMPLE_RATE
+    mask = valid_mask(lengths, n, device)
+    rows = (kind == 2).nonzero().flatten()
+    if rows.numel():  # hum: five harmonics of the mains, random phases, a little noise
+        k = rows.numel()
+        h = torch.arange(1, 6, device=device, dtype=torch.float32)
+        phase = 2 * math.pi * torch.rand((k, 5, 1), generator=gen, device=device)
+        f = hum_hz[rows].to(device).view(k, 1, 1) * h.view(1, 5, 1)
+        hum = (torch.sin(2 * math.pi * f * t.unsqueeze(0) + phase) / h.view(1, 5, 1)).sum(1)
+        x[rows.to(device)] = hum * mask[rows.to(device)] + 0.05 * x[rows.to(device)]
+    rows = (kind == 3).nonzero().flatten()
+    if rows.numel():  # clicks: sparse impulses, each a 2 ms decaying burst, over a faint floor
+        k = rows.numel()
+        rate = clicks[rows].to(device).unsqueeze(1) / SAMPLE_RATE
+        spikes = (torch.rand((k, n), generator=gen, device=device) < rate).float()
+        spikes = spikes * torch.randn((k, n), generator=gen, device=device)
+        tail = torch.exp(-torch.arange(64, device=device, dtype=torch.float32) / 32.0)
+        burst = tail * torch.randn(64, generator=gen, device=device)
+        x[rows.to(device)] = (convolve(spikes, burst.unsqueeze(0)) * mask[rows.to(device)]
+                              + 0.01 * x[rows.to(device)])
+    rms = (x.pow(2).sum(1) / lengths.to(device).clamp(min=1)).sqrt().clamp(min=1e-12)
+    gain = 10.0 ** (rms_db.to(device) / 20.0) / rms
+    return zero_padding(x * gain.unsqueeze(1), lengths).clamp(-1.0, 1.0), kind
 
 
 def set_peak(x: torch.Tensor, peak_dbfs: torch.Tensor) -> torch.Tensor:

@@ -166,8 +166,22 @@ class WaveFeatures:
             wav, lengths = augment.augment_batch(wav, lengths, p, self.noise_gen)
         return wav, lengths
 
-    def batch(self, idx):
-        return self.fbank(*self.waveforms(idx))
+    def batch(self, idx, non_speech: int = 0):
+        """Features of utterances idx, then of `non_speech` clips with no
+        speech (augment.non_speech; lengths uniform from 0.5 s to the
+        batch's longest utterance, so the batch does not grow), in that order."""
+        wav, lengths = self.waveforms(idx)
+        if non_speech:
+            longest = max(int(lengths.max()), augment.SAMPLE_RATE // 2 + 1)
+            n = torch.randint(augment.SAMPLE_RATE // 2, longest, (non_speech,),
+                              generator=self.params_gen)
+            clips, _ = augment.non_speech(n, longest, self.params_gen, self.noise_gen,
+                                          wav.device)
+            width = max(wav.size(1), longest)
+            wav = torch.cat([torch.nn.functional.pad(wav, (0, width - wav.size(1))),
+                             torch.nn.functional.pad(clips, (0, width - longest))])
+            lengths = torch.cat([lengths, n])
+        return self.fbank(wav, lengths)
 
     def append(self, wavs):
         """Adds utterances at the next indices (WaveStore.append)."""

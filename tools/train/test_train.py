@@ -355,6 +355,48 @@ class FrontendTest(unittest.TestCase):
         data.reseed(3)
         self.assertTrue(torch.equal(data.batch([3, 0, 2])[0], feats))
 
+    def test_non_speech_clips(self):
+        n = torch.randint(8000, 32000, (240,), generator=torch.Generator().manual_seed(0))
+        clips, kind = augment.non_speech(n, 32000, torch.Generator().manual_seed(1),
+                                         torch.Generator().manual_seed(2), "cpu")
+        self.assertEqual(sorted(kind.unique().tolist()), [0, 1, 2, 3])
+        for i in range(240):
+            m = int(n[i])
+            self.assertEqual(float(clips[i, m:].abs().sum()), 0.0)
+            self.assertLessEqual(float(clips[i].abs().max()), 1.0)
+            level = 20 * math.log10(float(clips[i, :m].pow(2).mean().sqrt()))
+            lo, hi = augment.SILENCE_RMS_DBFS if kind[i] == 0 else augment.NON_SPEECH_RMS_DBFS
+            self.assertGreater(level, lo - 3.0)  # clicks may clip at the top
+            self.assertLess(level, hi + 0.01)
+        # Hum: the mains frequency and its harmonics hold the energy.
+        i = int((kind == 2).nonzero()[0])
+        spec = torch.fft.rfft(clips[i, :int(n[i])]).abs().pow(2)
+        hz = torch.arange(spec.numel()) * 16000 / int(n[i])
+        harmonic = torch.zeros_like(spec, dtype=torch.bool)
+        for f in augment.HUM_HZ:
+            for h in range(1, 6):
+                harmonic |= (hz - f * h).abs() < 3.0
+        self.assertGreater(float(spec[harmonic].sum() / spec.sum()), 0.9)
+        # The same generators give the same clips.
+        again, _ = augment.non_speech(n, 32000, torch.Generator().manual_seed(1),
+                                      torch.Generator().manual_seed(2), "cpu")
+        self.assertTrue(torch.equal(again, clips))
+
+    def test_wave_features_with_non_speech_clips(self):
+        wavs = [(w * 32767).round().to(torch.int16) for w in test_waves((0.9, 0.8, 0.7))]
+        data = gpu_frontend.WaveFeatures(wavs, "cpu", online_augment=True, seed=3)
+        feats, flen = data.batch([0, 1, 2], non_speech=4)
+        data.reseed(3)
+        _, n = data.waveforms([0, 1, 2])
+        self.assertEqual(feats.size(0), 7)
+        self.assertEqual(flen[:3].tolist(), [1 + (int(k) - 400) // 160 for k in n])
+        self.assertEqual(feats.size(1), int(flen.max()))
+        self.assertEqual(int(flen.max()), int(flen[:3].max()))  # the clips fit the batch
+        for i in range(3, 7):
+            self.assertGreaterEqual(int(flen[i]), 1 + (8000 - 400) // 160)
+            self.assertEqual(float(feats[i, flen[i]:].abs().sum()), 0.0)
+            self.assertTrue(bool(torch.isfinite(feats[i, :flen[i]]).all()))
+
     def test_cmvn_over_clean_waveforms(self):
         waves = test_waves((0.6, 0.45, 0.3))
         data = gpu_frontend.WaveFeatures([synth.to_int16(w) for w in waves], "cpu", False)
@@ -542,6 +584,33 @@ class ReloadShardsTest(unittest.TestCase):
                     d, 22, ["--no-reload-shards"], lambda e: write_shard(shard % 4, kind, 24))
                 self.assertEqual((summary["steps"], summary["utterances"]), (22, 24))
                 self.assertNotIn("data: +", log)
+
+
+class NoiseClipsTest(unittest.TestCase):
+    run_train = ReloadShardsTest.run_train
+
+    def test_training_with_non_speech_clips(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "data", "train"))
+            os.makedirs(os.path.join(d, "tok"))
+            tokenizer.train_bpe(SENTENCES * 5, os.path.join(d, "tok", "bpe"), 40)
+            write_shard(os.path.join(d, "data", "train", "shard00000.pt"), "wavs", 0)
+            empty_rows = []
+            real_ctc = torch.nn.CTCLoss.forward
+
+            def ctc(self_, logp, targets, out_len, tlens):
+                empty_rows.append(int((tlens == 0).sum()))
+                return real_ctc(self_, logp, targets, out_len, tlens)
+
+            with mock.patch.object(torch.nn.CTCLoss, "forward", ctc):
+                summary, _, log = self.run_train(d, 4, ["--noise-clips", "1.0"])
+            self.assertEqual((summary["steps"], summary["noise_clips"]), (4, 1.0))
+            # As many empty transcripts as utterances in every batch.
+            self.assertEqual(len(empty_rows), 4)
+            self.assertTrue(all(k >= 1 for k in empty_rows), empty_rows)
+            self.assertNotIn("nan", log)
+            summary, _, _ = self.run_train(d, 6, ["--noise-clips", "0"])
+            self.assertEqual(summary["noise_clips"], 0.0)
 
 
 class CheckpointTest(unittest.TestCase):

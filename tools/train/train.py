@@ -8,8 +8,11 @@ Input: the shards of synth.py (DATA/train/shard*.pt) and a tokenizer folder
 a fresh augmentation of each utterance (augment.py; --online-augment, on by
 default), then the reference's Kaldi fbank, batched (gpu_frontend.BatchFbank);
 so every epoch hears each sentence with new speed, room, band, noise and
-level. Feature shards go to the device as they are (FeatureStore) and get
-no waveform augmentation here.
+level. Each batch also gets clips with no speech in it (silence, noise,
+mains hum, clicks; --noise-clips, 4 % of its utterances) whose transcript
+is empty, so that the model gives no units for them. Feature shards go to
+the device as they are (FeatureStore) and get no waveform augmentation or
+non-speech clips here.
 
 Growing data (--reload-shards, on by default): at every epoch boundary the
 shard folder is listed again and the utterances of shards not loaded yet
@@ -260,6 +263,10 @@ def main(argv=None, epoch_hook=None):
     p.add_argument("--online-augment", action=argparse.BooleanOptionalAction, default=None,
                    help="fresh augmentation of every batch (augment.py) on the device; "
                         "default: on when the shards hold waveforms")
+    p.add_argument("--noise-clips", type=float, default=0.04,
+                   help="clips of silence, noise, hum or clicks (augment.non_speech) added to "
+                        "each batch, as a fraction of its utterances, with empty transcripts: "
+                        "the model learns that they hold no words (waveform shards only)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--final-lr-ratio", type=float, default=0.02)
     p.add_argument("--warmup-steps", type=int, default=1000)
@@ -305,6 +312,9 @@ def main(argv=None, epoch_hook=None):
     store = (WaveFeatures(utts, device, online) if kind == "wavs"
              else FeatureStore(utts, device))
     del utts, metas
+    noise_clips = a.noise_clips if isinstance(store, WaveFeatures) else 0.0
+    if a.noise_clips and not noise_clips:
+        log("data: --noise-clips needs waveform shards; none are added")
     hours = sum(frames) / 100 / 3600
     utterances_at_start = len(frames)
     log(f"data: {len(frames)} utterances ({'waveforms' if kind == 'wavs' else 'features'}, "
@@ -395,8 +405,11 @@ def main(argv=None, epoch_hook=None):
                                shuffle=not (a.sortagrad and epoch == 0))
         for idx in batches[start_batch:]:
             t0 = time.time()
-            x, lengths = store.batch(idx)
+            extra = int(len(idx) * noise_clips + rng.random()) if noise_clips else 0
+            x, lengths = store.batch(idx, extra) if extra else store.batch(idx)
             targets, tlens = batch_targets(idx, tokens, device)
+            if extra:  # the non-speech clips' transcripts are empty
+                tlens = torch.cat([tlens, torch.zeros(extra, dtype=tlens.dtype, device=device)])
             max_out = int(output_lengths(torch.tensor(x.size(1))))
             chunk, left = dynamic_chunk(max_out, rng)
             progress = step / a.max_steps if a.max_steps else train_seconds / budget
@@ -404,7 +417,7 @@ def main(argv=None, epoch_hook=None):
                 g["lr"] = lr_at(a, step, progress)
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
                 logp, out_len = encode(model, x, lengths, chunk, left, positions, gen, a.freq_warp)
-            loss = ctc(logp.transpose(0, 1), targets, out_len, tlens) / len(idx)
+            loss = ctc(logp.transpose(0, 1), targets, out_len, tlens) / (len(idx) + extra)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -413,8 +426,8 @@ def main(argv=None, epoch_hook=None):
             step += 1
             lv = float(loss.detach())
             train_seconds += time.time() - t0
-            window["loss"] += lv * len(idx)
-            window["utts"] += len(idx)
+            window["loss"] += lv * (len(idx) + extra)
+            window["utts"] += len(idx) + extra
             window["frames"] += sum(frames[i] for i in idx)
             batch_in_epoch += 1
             if step % a.log_every == 0:
@@ -449,7 +462,7 @@ def main(argv=None, epoch_hook=None):
     summary = {"steps": step, "epochs": epoch, "train_minutes": round(train_seconds / 60, 2),
                "utterances": len(frames), "hours": round(sum(frames) / 360000, 3),
                "utterances_added": len(frames) - utterances_at_start, "parameters": nparams,
-               "data": kind, "online_augment": online,
+               "data": kind, "online_augment": online, "noise_clips": noise_clips,
                "finished": bool(finished)}
     if a.export and finished:
         files = export(model, tok, a.export, a.max_file_mib)
