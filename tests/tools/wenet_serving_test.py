@@ -107,36 +107,39 @@ class WenetServingTest(unittest.TestCase):
         self.assertEqual(finals, want, name)
         self.assertTrue(want, f"{name}: the random model said nothing; pick another seed")
 
-    def test_v2_recipe_checkpoint(self):
-        src = os.path.join(WORK_DIR, "v2", "wenet")
+    def check_case(self, name, models, write, convert_args):
+        """Writes a WeNet input with `write(src, model, decoder, dcfg, stats)`
+        (returning what the converter reads), converts it with
+        `convert_args(that)` and checks the result both ways."""
+        src = os.path.join(WORK_DIR, name, "wenet")
         shutil.rmtree(src, ignore_errors=True)
-        model, decoder, dcfg, stats = make_models("layer_norm", "conv2d", "bitransformer")
-        wenet_layout.write_experiment(model, decoder, dcfg, src, stats, layout="v2",
-                                      module_prefix=True)
-        out = self.convert("v2", ["--checkpoint", os.path.join(src, "final.pt")])
-        self.check_log_probs("v2", model, out)
-        self.check_served_and_rescored("v2", out)
+        model, decoder, dcfg, stats = make_models(*models)
+        out = self.convert(name, convert_args(write(src, model, decoder, dcfg, stats)))
+        self.check_log_probs(name, model, out)
+        self.check_served_and_rescored(name, out)
+
+    def test_v2_recipe_checkpoint(self):
+        self.check_case(
+            "v2", ("layer_norm", "conv2d", "bitransformer"),
+            lambda src, m, d, c, st: wenet_layout.write_experiment(
+                m, d, c, src, st, layout="v2", module_prefix=True),
+            lambda yaml_path: ["--checkpoint",
+                               os.path.join(os.path.dirname(yaml_path), "final.pt")])
 
     def test_v3_checkpoint(self):
-        src = os.path.join(WORK_DIR, "v3", "wenet")
-        shutil.rmtree(src, ignore_errors=True)
-        model, decoder, dcfg, stats = make_models("batch_norm", "conv2d6", "transformer")
-        wenet_layout.write_experiment(model, decoder, dcfg, src, stats, layout="v3", sos=2,
-                                      tokenizer="bpe", cmvn_kaldi=True)
-        out = self.convert("v3", ["--checkpoint", os.path.join(src, "final.pt"),
-                                  "--config", os.path.join(src, "train.yaml")])
-        self.check_log_probs("v3", model, out)
-        self.check_served_and_rescored("v3", out)
+        self.check_case(
+            "v3", ("batch_norm", "conv2d6", "transformer"),
+            lambda src, m, d, c, st: wenet_layout.write_experiment(
+                m, d, c, src, st, layout="v3", sos=2, tokenizer="bpe", cmvn_kaldi=True),
+            lambda yaml_path: ["--checkpoint",
+                               os.path.join(os.path.dirname(yaml_path), "final.pt"),
+                               "--config", yaml_path])
 
     def test_torchscript_runtime_model(self):
-        src = os.path.join(WORK_DIR, "jit", "wenet")
-        shutil.rmtree(src, ignore_errors=True)
-        model, decoder, _, _ = make_models("layer_norm", "conv2d8", "bitransformer")
-        path = wenet_layout.write_runtime(model, decoder, src, reverse_weight=0.3)
-        out = self.convert("jit", ["--torchscript", path])
-        self.check_log_probs("jit", model, out)
-        self.check_served_and_rescored("jit", out)
-
+        self.check_case(
+            "jit", ("layer_norm", "conv2d8", "bitransformer"),
+            lambda src, m, d, c, st: wenet_layout.write_runtime(m, d, src, reverse_weight=0.3),
+            lambda zip_path: ["--torchscript", zip_path])
 
 if __name__ == "__main__":
     if len(ARGS) != 5:
