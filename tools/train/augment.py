@@ -275,7 +275,8 @@ def warp_vocal_tract(x: torch.Tensor, lengths: torch.Tensor, alpha: torch.Tensor
     spectrum stretched along frequency by the row's alpha (vtlp_source_bins,
     linear interpolation); each output bin's phase advances at its source
     bin's measured frequency warped (vtlp_warp), as a phase vocoder's pitch
-    shift does, so a partial at f comes out as one partial at the warped f. Length and timing unchanged."""
+    shift does, so a partial at f comes out as one partial at the warped f.
+    Length and timing unchanged."""
     n = x.size(1)
     spec = _stft(x)  # (B, F, T)
     bins, t = spec.size(1), spec.size(2)
