@@ -229,12 +229,6 @@ def _istft(spec: torch.Tensor, n: int) -> torch.Tensor:
     return torch.istft(spec, STFT_SIZE, STFT_HOP, window=_WINDOWS[str(spec.device)], length=n)
 
 
-def _bin_advance(bins: int, device) -> torch.Tensor:
-    """(bins, 1) phase a hop advances at each STFT bin's centre frequency."""
-    return (2 * math.pi * STFT_HOP / STFT_SIZE
-            * torch.arange(bins, device=device, dtype=torch.float32)).unsqueeze(1)
-
-
 def _wrap(phase: torch.Tensor) -> torch.Tensor:
     return phase - 2 * math.pi * torch.round(phase / (2 * math.pi))
 
@@ -292,11 +286,11 @@ def warp_vocal_tract(x: torch.Tensor, lengths: torch.Tensor, alpha: torch.Tensor
     mag = spec.abs()
     new_mag = take(mag, lo) * (1 - w) + take(mag, hi) * w
     angle = torch.angle(spec)
-    advance = _bin_advance(bins, x.device)
+    per_bin = 2 * math.pi * STFT_HOP / STFT_SIZE  # a hop's phase advance per bin of frequency
+    advance = per_bin * torch.arange(bins, device=x.device, dtype=torch.float32).unsqueeze(1)
     step = _wrap(angle[..., 1:] - angle[..., :-1] - advance) + advance  # (B, F, T - 1)
     # The measured frequency of each source bin (in bins), warped as the
     # spectrum is: every bin of one partial then turns at the same rate.
-    per_bin = 2 * math.pi * STFT_HOP / STFT_SIZE
     out_step = vtlp_warp(take(step, near) / per_bin, alpha) * per_bin
     phase = torch.cat([take(angle[..., :1], near),
                        take(angle[..., :1], near) + torch.cumsum(out_step, -1)], -1)
@@ -411,28 +405,6 @@ def _rows(mask: torch.Tensor):
     return mask.nonzero().flatten()
 
 
-def _regroup(x: torch.Tensor, lengths: torch.Tensor, factors: torch.Tensor, choices, fn):
-    """Applies fn(rows, lengths, factor) -> (rows', lengths') to the rows of
-    each factor of `choices` together; returns the batch at its new width
-    (zero beyond each row's new length) and the new lengths."""
-    dev = x.device
-    parts = []
-    new_lengths = lengths.clone()
-    for factor, _ in choices:
-        rows = _rows(factors == factor)
-        if rows.numel():
-            sub_len = lengths[rows]
-            sub, new_lengths[rows] = fn(x[rows.to(dev), :int(sub_len.max())], sub_len, factor)
-            parts.append((rows, sub))
-    if not parts:
-        return x, lengths
-    width = int(new_lengths.max())
-    x = torch.nn.functional.pad(x, (0, max(0, width - x.size(1))))[:, :width].contiguous()
-    for rows, sub in parts:  # whole rows: nothing of the old samples stays behind
-        x[rows.to(dev)] = torch.nn.functional.pad(sub, (0, width - sub.size(1)))
-    return x, new_lengths
-
-
 def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Generator):
     """Augments a padded batch: x (B, N) float on any device, zero beyond
     `lengths` (B,) (a CPU int64 tensor), p from `draw`, gen a generator on
@@ -441,7 +413,21 @@ def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Ge
     dev = x.device
     x = x.clone()
     # Speed: the rows of each factor together, one resampling each.
-    x, lengths = _regroup(x, lengths, p["speed"], SPEED_CHOICES, change_speed)
+    parts = []
+    new_lengths = lengths.clone()
+    for factor, _ in SPEED_CHOICES:
+        rows = _rows(p["speed"] == factor)
+        if rows.numel():
+            sub_len = lengths[rows]
+            sub, new_lengths[rows] = change_speed(x[rows.to(dev), :int(sub_len.max())], sub_len,
+                                                  factor)
+            parts.append((rows, sub))
+    if parts:
+        width = int(new_lengths.max())
+        x = torch.nn.functional.pad(x, (0, max(0, width - x.size(1))))[:, :width].contiguous()
+        for rows, sub in parts:  # whole rows: nothing of the old samples stays behind
+            x[rows.to(dev)] = torch.nn.functional.pad(sub, (0, width - sub.size(1)))
+        lengths = new_lengths
 
     def stage(mask, fn):
         rows = _rows(mask)

@@ -177,9 +177,7 @@ class WaveFeatures:
                               generator=self.params_gen)
             clips, _ = augment.non_speech(n, longest, self.params_gen, self.noise_gen,
                                           wav.device)
-            width = max(wav.size(1), longest)
-            wav = torch.cat([torch.nn.functional.pad(wav, (0, width - wav.size(1))),
-                             torch.nn.functional.pad(clips, (0, width - longest))])
+            wav = torch.cat([torch.nn.functional.pad(wav, (0, longest - wav.size(1))), clips])
             lengths = torch.cat([lengths, n])
         return self.fbank(wav, lengths)
 
