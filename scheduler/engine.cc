@@ -534,7 +534,6 @@ void Engine::Loop() {
   all.reserve(streams_.size());
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
-  NotifyOwners();
   // The device may still run the last cohort, and the decode thread the one
   // before: let them finish before the buffers they read and write go.
   WaitDecode();
@@ -559,7 +558,6 @@ bool Engine::Tick(std::vector<Command>& commands) {
     for (Command& command : commands) Handle(command);
     if (frontend_pool_ != nullptr) frontend_pool_->Release();
     Admit();
-    NotifyOwners();  // Streams the commands ended or refused.
     const int64_t elapsed =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     stats_.commands_ns.fetch_add(
@@ -567,7 +565,6 @@ bool Engine::Tick(std::vector<Command>& commands) {
         std::memory_order_relaxed);
   }
   RunCohort();
-  NotifyOwners();
   UpdateGauges();
   return HasReadyWork();
 }
@@ -769,9 +766,7 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   }
   if (s.decoding_row >= 0) {
     // The decode thread may be using its decoder state: let it finish; the
-    // finals it took from the state go first on the last event. The events
-    // pushed so far go out before this thread waits.
-    NotifyOwners();
+    // finals it took from the state go first on the last event.
     WaitDecode();
     Row& row = decoding_[static_cast<size_t>(s.decoding_row)];
     if (row.status.ok() && !row.finals.empty()) {

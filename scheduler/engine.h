@@ -117,9 +117,9 @@ class Engine {
 
   // Opens a stream. `notify` runs on the scheduler thread whenever an event
   // is queued for it; it must be O(1) and never wait for the owner's locks
-  // (see StreamOutbox); EngineConfig::after_notify follows each batch of
-  // them. RESOURCE_EXHAUSTED when the waiting queue is full or the engine is
-  // stopping; INVALID_ARGUMENT for a bad request (field named). Thread-safe.
+  // (see StreamOutbox). RESOURCE_EXHAUSTED when the waiting queue is full or
+  // the engine is stopping; INVALID_ARGUMENT for a bad request (field
+  // named). Thread-safe.
   absl::StatusOr<std::unique_ptr<EngineStream>> OpenStream(const StreamRequest& request,
                                                            std::function<void()> notify = {});
 
@@ -190,11 +190,6 @@ class Engine {
   // meanwhile are skipped.
   void DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& pool);
   void EmitCohort(std::vector<Row>& rows);
-  // EngineConfig::after_notify: the owners collect the notifies of a batch
-  // of events and act on them here (before this thread waits on anything).
-  void NotifyOwners() const {
-    if (config_.after_notify) config_.after_notify();
-  }
   // overlap_ticks: waits for the cohort in flight, then decodes and emits it
   // (without a decode thread), or hands it to the decode thread.
   void RetireInflight();

@@ -12,10 +12,8 @@ namespace oasr::scheduler {
 
 void Engine::RunCohort() {
   PickCohort();
-  const bool reserved = !rows_.empty() && ReserveBlocks();
-  NotifyOwners();  // Streams that ended there hear it before the device is waited on.
   bool launched = false;
-  if (reserved) {
+  if (!rows_.empty() && ReserveBlocks()) {
     StageCohort();
     if (Forward()) {
       CommitCohort();
@@ -410,7 +408,6 @@ void Engine::EmitCohort(std::vector<Row>& rows) {
   stats_.chunks_processed.fetch_add(decoded, std::memory_order_relaxed);
   stats_.audio_ms_processed.fetch_add(static_cast<int64_t>(out_frames * frame_shift_ms_),
                                       std::memory_order_relaxed);
-  NotifyOwners();
 }
 
 void Engine::AfterChunk(Row& row, Clock::time_point now) {

@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -21,13 +20,6 @@ struct EngineConfig {
   // ladder), and what max_cohort_rows = 0 takes when there are more slots.
   static constexpr int kMaxCohortRows = 65536;
   static constexpr int kDefaultCohortRows = 16384;
-
-  // Runs on the scheduler thread after each batch of the streams' notifies
-  // (a cohort's events, a tick's commands, the stop): an owner whose notify
-  // only collects (the server's EventDispatcher::Batch) hands over what it
-  // collected here, once for many events. Every notify is followed by a call
-  // before the scheduler thread waits for anything. Empty: nothing runs.
-  std::function<void()> after_notify;
 
   // Streams admitted at once: each holds a cache slot (device memory for its
   // K/V window and conv state). Streams beyond it wait.

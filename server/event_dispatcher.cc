@@ -67,45 +67,6 @@ void EventDispatcher::Enqueue(std::shared_ptr<Task> task) {
   if (wake) cv_.notify_one();
 }
 
-void EventDispatcher::EnqueueAll(std::vector<std::shared_ptr<Task>>& tasks) {
-  int wake = 0;
-  bool all = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (std::shared_ptr<Task>& task : tasks) {
-      Task* raw = task.get();
-      raw->queued_self_ = std::move(task);
-      raw->next_ = nullptr;
-      if (tail_ == nullptr) {
-        head_ = raw;
-      } else {
-        tail_->next_ = raw;
-      }
-      tail_ = raw;
-    }
-    // Only waiting threads need a wake-up, and no more of them than tasks.
-    wake = static_cast<int>(std::min<size_t>(tasks.size(), static_cast<size_t>(idle_)));
-    all = wake > 0 && wake == idle_;
-  }
-  tasks.clear();
-  if (all) {
-    cv_.notify_all();
-  } else {
-    for (int i = 0; i < wake; ++i) cv_.notify_one();
-  }
-}
-
-void EventDispatcher::Batch::Post(const std::shared_ptr<Task>& task) {
-  if (task->posts_.fetch_add(1, std::memory_order_acq_rel) != 0) return;
-  // Its wait is timed from the event, not from the Flush.
-  if (dispatcher_->on_run_) task->queued_at_ns_ = NowNs();
-  pending_.push_back(task);
-}
-
-void EventDispatcher::Batch::Flush() {
-  if (!pending_.empty()) dispatcher_->EnqueueAll(pending_);
-}
-
 void EventDispatcher::Work() {
   while (true) {
     std::shared_ptr<Task> task;

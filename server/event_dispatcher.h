@@ -68,31 +68,6 @@ class EventDispatcher {
   EventDispatcher(const EventDispatcher&) = delete;
   EventDispatcher& operator=(const EventDispatcher&) = delete;
 
-  // Posts made on one thread, handed to the dispatcher together by Flush:
-  // one lock of the queue and at most one wake-up per idle thread for the
-  // whole batch, where Post takes the lock and may wake a thread (a futex
-  // call) each time. The engine's scheduler thread posts a cohort's events
-  // through one (the streams' notify) and flushes after each batch of them
-  // (EngineConfig::after_notify), so it no longer waits on the dispatcher's
-  // threads once per event. Not thread-safe: one thread Posts and Flushes;
-  // the dispatcher must outlive it, and a task posted here starts only after
-  // the next Flush.
-  class Batch {
-   public:
-    explicit Batch(EventDispatcher* dispatcher) : dispatcher_(dispatcher) {}
-    Batch(const Batch&) = delete;
-    Batch& operator=(const Batch&) = delete;
-
-    // EventDispatcher::Post, but an idle task is queued at the next Flush.
-    void Post(const std::shared_ptr<Task>& task);
-    // Queues what was posted since the last Flush. Cheap when nothing was.
-    void Flush();
-
-   private:
-    EventDispatcher* const dispatcher_;
-    std::vector<std::shared_ptr<Task>> pending_;  // Idle when posted; in order.
-  };
-
   // Makes sure task->Run() starts after this call. Non-blocking: an atomic
   // increment, and when the task is idle a few pointer writes under the
   // queue's own mutex and a wake-up; never allocates, never runs the task
@@ -112,9 +87,6 @@ class EventDispatcher {
  private:
   // Appends `task` (posts_ already nonzero); takes the reference.
   void Enqueue(std::shared_ptr<Task> task);
-  // Appends every task of `tasks` in order (each one's posts_ nonzero, its
-  // queued_at_ns_ set), taking the references; empties `tasks`.
-  void EnqueueAll(std::vector<std::shared_ptr<Task>>& tasks);
   void Work();
 
   const std::function<void(int64_t, int64_t)> on_run_;

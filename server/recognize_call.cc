@@ -158,8 +158,12 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   state->deliver = std::move(deliver);
   state->config = *parsed;
   state->lease = std::move(lease);
+  // The notify runs on the scheduler thread: it only posts the state, never
+  // waits for state->mu nor builds the response.
+  EventDispatcher* dispatcher = context->dispatcher;
+  std::shared_ptr<EventDispatcher::Task> task = state;
   absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened =
-      model->engine().OpenStream(parsed->request, EngineNotify(context, state));
+      model->engine().OpenStream(parsed->request, [dispatcher, task] { dispatcher->Post(task); });
   if (!opened.ok()) {
     state->done = true;
     state->Finish(ToGrpcStatus(opened.status()));
@@ -178,7 +182,7 @@ grpc::ServerUnaryReactor* StartRecognize(grpc::CallbackServerContext* call_conte
   }
   // For whatever arrived meanwhile (gRPC accepts the reactor answered
   // before it is returned).
-  context->dispatcher->Post(state);
+  dispatcher->Post(task);
   return state->reactor;
 }
 

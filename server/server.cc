@@ -64,8 +64,6 @@ absl::Status Server::Start() {
         metrics->stage(Stage::kDispatchRun).Add(run);
       });
   context_.dispatcher = dispatcher_.get();
-  engine_events_ = std::make_unique<EventDispatcher::Batch>(dispatcher_.get());
-  context_.engine_events = engine_events_.get();
   speech_service_ = std::make_unique<SpeechService>(device_, &context_);
   riva_service_ = std::make_unique<RivaService>(&context_);
   google_service_ = std::make_unique<GoogleSpeechService>(&context_);
@@ -233,7 +231,6 @@ absl::Status Server::LoadModel() {
   model_options.engine.cuda_graphs = options_.cuda_graphs;
   model_options.engine.overlap_ticks = options_.overlap_ticks;
   model_options.engine.decode_thread = options_.decode_thread;
-  model_options.engine.after_notify = [events = engine_events_.get()] { events->Flush(); };
   absl::StatusOr<scheduler::EngineConfig::FrontEnd> front_end =
       scheduler::ParseFrontEnd(options_.front_end);
   if (!front_end.ok()) return front_end.status();

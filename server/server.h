@@ -81,9 +81,6 @@ class Server {
   // Declared before the model and the gRPC server, so destroyed after them:
   // the engine's last events and the calls' endings still run on it.
   std::unique_ptr<EventDispatcher> dispatcher_;
-  // The engine's notifies in batches (ServiceContext::engine_events): used
-  // by the scheduler thread only, so it too outlives the model.
-  std::unique_ptr<EventDispatcher::Batch> engine_events_;
   // Both outlive the gRPC server (its handshakes and calls use them).
   std::unique_ptr<ReloadableTlsCredentials> tls_;
   std::unique_ptr<CallAdmission> admission_;

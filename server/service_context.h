@@ -6,14 +6,14 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <memory>
 
 #include "server/access_control.h"
-#include "server/event_dispatcher.h"
 #include "server/served_model.h"
 #include "server/server_metrics.h"
 
 namespace oasr::server {
+
+class EventDispatcher;
 
 struct ServiceContext {
   // The model, once loaded; null while loading or when none is configured.
@@ -26,11 +26,6 @@ struct ServiceContext {
   // posts there). Owned by the Server, which keeps it running until the
   // engine has stopped and every call has ended; set before it serves.
   EventDispatcher* dispatcher = nullptr;
-  // The engine's streams' notifies collect here, on the scheduler thread,
-  // and reach the dispatcher once per batch of events (the model's
-  // EngineConfig::after_notify flushes it). Owned by the Server, set before
-  // the model loads; null: the notifies post to the dispatcher one by one.
-  EventDispatcher::Batch* engine_events = nullptr;
   ServerMetrics metrics;
   // Responses a stream may have waiting for a slow reader before the server
   // stops reading its audio (flow control: the engine then has nothing more
@@ -52,17 +47,6 @@ struct ServiceContext {
   // it). Set before the server starts; never changed while calls run.
   std::function<void(const grpc::ServerContextBase& call)> on_stream_events_for_test;
 };
-
-// The notify a call gives the engine for its stream: it only posts `task`
-// (an atomic increment, at most one queue entry per call), never waits for
-// the call's lock nor builds a response; it runs on the scheduler thread.
-inline std::function<void()> EngineNotify(ServiceContext* context,
-                                          std::shared_ptr<EventDispatcher::Task> task) {
-  if (context->engine_events != nullptr) {
-    return [events = context->engine_events, task = std::move(task)] { events->Post(task); };
-  }
-  return [dispatcher = context->dispatcher, task = std::move(task)] { dispatcher->Post(task); };
-}
 
 // A call that opens no engine stream: OK, or UNAUTHENTICATED without a
 // valid token.

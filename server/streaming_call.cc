@@ -248,8 +248,13 @@ void StreamingCall<Api, Service>::HandleConfigLocked() {
     return;
   }
   config_ = std::move(*parsed);
+  // The notify runs on the scheduler thread: it only posts the Link (an
+  // atomic increment, at most one queue entry per call), never waits for
+  // link_->mu nor builds a response.
+  EventDispatcher* dispatcher = context_->dispatcher;
+  std::shared_ptr<EventDispatcher::Task> task = link_;
   absl::StatusOr<std::unique_ptr<scheduler::EngineStream>> opened =
-      model->engine().OpenStream(config_.request, EngineNotify(context_, link_));
+      model->engine().OpenStream(config_.request, [dispatcher, task] { dispatcher->Post(task); });
   if (!opened.ok()) {
     FailLocked(ToGrpcStatus(opened.status()));
     return;

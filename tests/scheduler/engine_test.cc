@@ -1,6 +1,7 @@
 // Engine simulations: many streams with random lengths, arrival times,
 // message sizes, cancellations and ends through one scheduler, each checked
 // against what the same audio gives alone through the encoder and decoder.
+#include "scheduler/cohort_decode.h"
 #include "scheduler/engine.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,6 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -16,7 +16,6 @@
 #include "encoder/conformer_encoder.h"
 #include "encoder/fbank.h"
 #include "kernels/log_mel.h"
-#include "scheduler/cohort_decode.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/model_factory.h"
 #include "tests/encoder/test_util.h"
@@ -718,81 +717,6 @@ TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
   EXPECT_EQ(stats.streams_active.load(), 0);
   EXPECT_EQ(stats.streams_waiting.load(), 0);
   EXPECT_EQ(setup.engine->OpenStream({}).status().code(), absl::StatusCode::kUnavailable);
-}
-
-// The owner of the streams' notifies may only collect in them and act in
-// EngineConfig::after_notify (the server's EventDispatcher::Batch): every
-// notify must then be followed by an after_notify before the engine idles,
-// for streams that finish, wait for a slot, are cancelled or are ended by
-// the stop; otherwise a stream's last event is never handed over and its
-// call hangs.
-TEST(EngineTest, EveryNotifyIsFollowedByAfterNotify) {
-  OASR_SKIP_WITHOUT_TEST_DEVICE();
-  constexpr int kStreams = 12;
-  struct Handover {
-    std::mutex mu;
-    std::vector<int> pending;  // Collected by the notifies.
-    std::vector<int> notified = std::vector<int>(kStreams, 0);
-    std::vector<int> handed = std::vector<int>(kStreams, 0);  // By after_notify.
-    int after_notify_calls = 0;
-  } handover;
-  EngineConfig config;
-  config.max_batch_size = 3;  // Some streams wait for a slot.
-  config.max_waiting = kStreams;
-  config.after_notify = [&handover] {
-    std::lock_guard<std::mutex> lock(handover.mu);
-    for (int i : handover.pending) ++handover.handed[i];
-    handover.pending.clear();
-    ++handover.after_notify_calls;
-  };
-  TestEngine setup = MakeEngine(config);
-  ASSERT_NE(setup.engine, nullptr);
-  std::mt19937 rng(23);
-  std::vector<std::unique_ptr<EngineStream>> streams;
-  for (int i = 0; i < kStreams; ++i) {
-    streams.push_back(*setup.engine->OpenStream({}, [&handover, i] {
-      std::lock_guard<std::mutex> lock(handover.mu);
-      handover.pending.push_back(i);
-      ++handover.notified[i];
-    }));
-    ASSERT_TRUE(streams.back()->PushAudio(MakeAudio(rng, 0.3 + 0.4 * (i % 4), 16000)).ok());
-  }
-  // Streams 0-7 end their audio and finish; 8-9 are cancelled; 10-11 are
-  // still open when the engine stops.
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(streams[i]->EndAudio().ok());
-  for (int i = 8; i < 10; ++i) streams[i]->Cancel();
-  for (int i = 0; i < 10; ++i) {
-    Collected c = Collect(*streams[i], 60);
-    EXPECT_EQ(c.finish, i < 8 ? FinishReason::kStop : FinishReason::kCancelled) << i;
-  }
-  auto all_handed = [&](int upto) {
-    for (int wait = 0; wait < 400; ++wait) {
-      {
-        std::lock_guard<std::mutex> lock(handover.mu);
-        bool done = true;
-        for (int i = 0; i < upto; ++i) done = done && handover.handed[i] == handover.notified[i];
-        if (done) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-  };
-  // The finished streams' last events were handed over while the engine
-  // went idle, not only at the next tick.
-  EXPECT_TRUE(all_handed(10));
-  setup.engine->Stop();
-  for (int i = 10; i < kStreams; ++i) {
-    EXPECT_EQ(Collect(*streams[i], 10).finish, FinishReason::kCancelled) << i;
-  }
-  std::lock_guard<std::mutex> lock(handover.mu);
-  EXPECT_TRUE(handover.pending.empty()) << "the stop's events were handed over";
-  for (int i = 0; i < kStreams; ++i) {
-    EXPECT_GE(handover.notified[i], 1) << i;
-    EXPECT_EQ(handover.handed[i], handover.notified[i]) << i;
-  }
-  // Batches: fewer hand-overs than notifies is the point, but every tick
-  // may call it; it must at least have run.
-  EXPECT_GT(handover.after_notify_calls, 0);
 }
 
 TEST(EngineTest, BadRequestsNameTheField) {

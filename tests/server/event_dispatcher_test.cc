@@ -1,8 +1,7 @@
 // The event dispatcher: every Post is answered by a run that starts after
 // it, a task never runs on two threads at once, a burst of Posts while it
 // runs costs one more run, a slow task holds one thread only, the dispatcher
-// keeps a queued task alive, destroying it runs what is queued, and a Batch
-// hands its posts over at Flush, each task once, all of them run.
+// keeps a queued task alive, and destroying it runs what is queued.
 #include "server/event_dispatcher.h"
 
 #include <gtest/gtest.h>
@@ -220,81 +219,6 @@ TEST(EventDispatcherTest, TimingHookSeesEachRunsWaitAndLength) {
   for (const auto& [wait, run] : timings) {
     EXPECT_GE(wait, 0);
     EXPECT_GE(run, 0);
-  }
-}
-
-// A Batch queues nothing until Flush; then every task it collected runs,
-// each once however often it was posted, on all the dispatcher's threads.
-TEST(EventDispatcherTest, ABatchHandsItsPostsOverAtFlush) {
-  EventDispatcher dispatcher(4);
-  EventDispatcher::Batch batch(&dispatcher);
-  std::vector<std::shared_ptr<CountingTask>> tasks;
-  for (int i = 0; i < 64; ++i) tasks.push_back(std::make_shared<CountingTask>());
-  for (int round = 0; round < 3; ++round) {
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      tasks[i]->Push(static_cast<int64_t>(round));
-      batch.Post(tasks[i]);
-    }
-  }
-  std::this_thread::sleep_for(50ms);
-  for (const auto& task : tasks) EXPECT_EQ(task->runs(), 0) << "nothing runs before Flush";
-  batch.Flush();
-  for (const auto& task : tasks) {
-    ASSERT_TRUE(task->WaitHandled(3, 10s));
-    EXPECT_EQ(task->handled(), (std::vector<int64_t>{0, 1, 2}));
-  }
-  std::this_thread::sleep_for(50ms);
-  for (const auto& task : tasks) EXPECT_EQ(task->runs(), 1) << "three posts, one run";
-  batch.Flush();  // Nothing pending: nothing runs again.
-  std::this_thread::sleep_for(20ms);
-  for (const auto& task : tasks) EXPECT_EQ(task->runs(), 1);
-}
-
-// A task running (or queued by a direct Post) when the batch posts it is not
-// queued twice: the run in progress runs it once more, as with Post.
-TEST(EventDispatcherTest, ABatchPostWhileTheTaskRunsCostsOneMoreRun) {
-  EventDispatcher dispatcher(2);
-  EventDispatcher::Batch batch(&dispatcher);
-  auto task = std::make_shared<CountingTask>();
-  task->HoldFirstRun();
-  dispatcher.Post(task);
-  ASSERT_TRUE(task->WaitRunning(10s));
-  for (int i = 0; i < 10; ++i) {
-    task->Push(i);
-    batch.Post(task);
-  }
-  batch.Flush();  // Holds nothing: the task was not idle.
-  task->Release();
-  ASSERT_TRUE(task->WaitHandled(10, 10s));
-  std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(task->runs(), 2);
-  EXPECT_EQ(task->max_concurrent(), 1);
-}
-
-// Many batches from one thread while the dispatcher's threads run them:
-// every item handled, never two runs of a task at once.
-TEST(EventDispatcherTest, BatchesFromOneThreadAreAllAnswered) {
-  EventDispatcher dispatcher(3);
-  EventDispatcher::Batch batch(&dispatcher);
-  std::vector<std::shared_ptr<CountingTask>> tasks;
-  for (int i = 0; i < 16; ++i) tasks.push_back(std::make_shared<CountingTask>());
-  constexpr int kRounds = 500;
-  for (int round = 0; round < kRounds; ++round) {
-    for (size_t i = round % 3; i < tasks.size(); i += 1 + round % 3) {
-      tasks[i]->Push(round);
-      batch.Post(tasks[i]);
-    }
-    batch.Flush();
-  }
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    size_t expected = 0;
-    for (int round = 0; round < kRounds; ++round) {
-      const size_t start = round % 3, step = 1 + round % 3;
-      if (i >= start && (i - start) % step == 0) ++expected;
-    }
-    ASSERT_TRUE(tasks[i]->WaitHandled(expected, 30s)) << i;
-    EXPECT_EQ(tasks[i]->handled().size(), expected);
-    EXPECT_EQ(tasks[i]->max_concurrent(), 1);
   }
 }
 
