@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads (on a Debian 12 machine with apt) the .deb closure of the speech
-# synthesizers the training data is made with, for a GPU machine that has no
+# synthesizers and codecs the training data is made with, for a GPU machine that has no
 # package manager and no network. Base libraries every Ubuntu/Debian system
 # already has (libc6, libstdc++6, ...) are left out: unpacked copies of those
 # would shadow the host's own and break its programs.
@@ -16,7 +16,8 @@ dest="${1:-$repo/.devdebs}"
 
 # The synthesizers and every English voice Debian 12 packages for them.
 roots=(espeak-ng espeak-ng-data flite festival festlex-cmu festlex-poslex
-       festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts)
+       festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+       libgsm1 libopus0)  # and the codecs of tools/train/codecs.py
 # Present on any Debian/Ubuntu base system, or only needed by maintainer
 # scripts that never run here (adduser, dpkg, debconf, ...).
 exclude=" adduser alsa-utils cdebconf debconf dpkg gcc-12-base install-info kmod

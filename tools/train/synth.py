@@ -2,7 +2,8 @@
 
 Voice families (one family = one synthesizer voice or espeak-ng accent):
   espeak:<accent>   espeak-ng's English accents, each with random variants
-                    (+m1..+m8, +f1..+f5 and named ones), rate, pitch, volume;
+                    (+m1..+m8, +f1..+f5 and named ones, whispered ones
+                    among them), rate, pitch, volume;
   flite:<voice>     flite's built-in voices (kal, kal16, awb, rms, slt) with
                     random duration stretch and mean pitch;
   festival:<voice>  festival's English voices (kal_diphone, ked_diphone,
@@ -11,10 +12,13 @@ Families in --heldout-voices are never used for training, only for the
 evaluation set, so their WER shows how far the model generalises.
 
 Training utterances go into shards of 25 under OUT/train/ (shardNNNNN.pt,
-{"wavs" or "feats": [...], "meta": [{text, voice, settings, seconds}]}):
-  --store wav (default): the clean 16 kHz waveform, an int16 tensor per
+{"wavs" or "feats": [...], "meta": [{text, voice, settings, seconds, codec?}]}):
+  --store wav (default): the 16 kHz waveform, an int16 tensor per
       utterance. train.py augments them afresh at every step on its device
-      (augment.py through gpu_frontend.py), so no augmentation happens here;
+      (augment.py through gpu_frontend.py), so no augmentation happens here
+      but one: --codec-share of them (default 12 %) have been through a GSM
+      or Opus round trip (codecs.py; meta "codec" says which), a codec being
+      too slow to run at every training step;
   --store feats (the older flow): augmented once here (augment.augment, its
       description in meta "aug") and stored as float16 fbank features.
 Evaluation utterances (held-out sentences, every family, clean, default voice
@@ -58,7 +62,7 @@ import multiprocessing as mp
 import torch
 
 from tools.reference import frontend
-from tools.train import augment
+from tools.train import augment, codecs
 from tools.train.corpus import read_lines
 
 SAMPLE_RATE = 16000
@@ -68,7 +72,9 @@ ESPEAK_VARIANTS = (["m%d" % i for i in range(1, 9)] + ["f%d" % i for i in range(
                    + ["Alex", "Andy", "Annie", "Denis", "Gene", "Jacky", "Lee", "Mario",
                       "Michael", "adam", "aunty", "belinda", "benjamin", "david", "ed",
                       "edward", "iven", "john", "linda", "max", "paul", "quincy", "robert",
-                      "steph", "travis", "victor", "zac", "klatt", "klatt2", "klatt3"])
+                      "steph", "travis", "victor", "zac", "klatt", "klatt2", "klatt3",
+                      # Whispered speech (no voicing), and older voices.
+                      "whisper", "whisperf", "croak", "grandma", "grandpa"])
 FLITE_VOICES = {"kal": (90, 130), "kal16": (90, 130), "awb": (90, 130),
                 "rms": (80, 120), "slt": (150, 210)}
 FESTIVAL_VOICES = ["kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts"]
@@ -194,8 +200,9 @@ def _train_job(job):
     """Synthesizes one job and writes its shard: clean int16 waveforms
     (store "wav") or augmented fbank features (store "feats")."""
     torch.set_num_threads(1)
-    shard_path, seed, items, store = job
+    shard_path, seed, items, store, codec_share = job
     rng = random.Random(seed)
+    codec_names = codecs.available() if codec_share > 0 else []
     by_engine = {}
     for idx, (family, text) in enumerate(items):
         settings = voice_settings(family, rng, clean=False)
@@ -208,6 +215,9 @@ def _train_job(job):
                 if x is None or x.numel() < SAMPLE_RATE // 5:
                     continue
                 m = {"text": text, "voice": family, "settings": settings}
+                if codec_names and rng.random() < codec_share:
+                    m["codec"] = codecs.draw(rng, codec_names)
+                    x = codecs.round_trip(x, m["codec"])
                 if store == "feats":
                     x, m["aug"] = augment.augment(x, rng)
                     utts.append(frontend.fbank(x).to(torch.float16))
@@ -316,6 +326,10 @@ def main(argv=None):
     p.add_argument("--store", choices=("wav", "feats"), default="wav",
                    help="training shards hold clean int16 waveforms (augmented by train.py at "
                         "every step) or fbank features augmented here once")
+    p.add_argument("--codec-share", type=float, default=0.12,
+                   help="share of training utterances passed through a GSM 06.10 or Opus "
+                        "round trip (codecs.py) once, here; codecs whose library is missing "
+                        "are left out")
     a = p.parse_args(argv)
 
     t0 = time.time()
@@ -351,12 +365,17 @@ def main(argv=None):
         eval_jobs = [(eval_dir, eval_items[i:i + a.job_size])
                      for i in range(0, len(eval_items), a.job_size)]
 
+    if a.max_train > 0 and a.codec_share > 0:
+        missing = sorted({"gsm", "opus"} - set(codecs.available()))
+        if missing:
+            print(f"synth: codecs {missing} not installed here (libgsm1, libopus0); the "
+                  f"codec share uses {codecs.available() or 'none'}", file=sys.stderr)
     jobs = []
     if a.max_train > 0:
         sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
         plan = train_plan(sentences, train_families, a.max_train, a.seed)
         jobs = [(os.path.join(train_dir, f"shard{j:05d}.pt"), a.seed * 7919 + j,
-                 plan[i:i + a.job_size], a.store)
+                 plan[i:i + a.job_size], a.store, a.codec_share)
                 for j, i in enumerate(range(0, len(plan), a.job_size))]
         jobs = [j for j in jobs if not os.path.exists(j[0])]  # resumable
 
@@ -395,6 +414,8 @@ def main(argv=None):
         if leftover.endswith(".tmp"):
             os.remove(os.path.join(train_dir, leftover))
     summary = {"train_voices": train_families, "heldout_voices": heldout, "store": a.store,
+               "codecs": codecs.available() if a.codec_share > 0 else [],
+               "codec_share": a.codec_share,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "minutes": round((time.time() - t0) / 60, 2)}
     if a.train_only:

@@ -20,7 +20,8 @@ import torchaudio
 
 from tools.reference import frontend
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
-from tools.train import augment, checkpoint, corpus, gpu_frontend, synth, tokenizer, train
+from tools.train import (augment, checkpoint, codecs, corpus, gpu_frontend, synth, tokenizer,
+                         train)
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
 from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
                                        freq_warp, greedy_decode, output_lengths)
@@ -280,6 +281,104 @@ class AugmentTest(unittest.TestCase):
                                    delta=0.06)
             if "speed" in desc:
                 self.assertAlmostEqual(y.numel(), x.numel() / desc["speed"], delta=2)
+
+
+def band_noise_bursts(seconds=2.0, seed=0):
+    """Noise below 3.5 kHz in 100 ms bursts: no periodicity, so a
+    cross-correlation peak says the lag without ambiguity."""
+    n = int(16000 * seconds)
+    g = torch.Generator().manual_seed(seed)
+    x = augment.resample(augment.resample(torch.randn(n, generator=g) * 0.1, 16000, 7000),
+                         7000, 16000)[:n]
+    return x * ((torch.arange(n) // 1600) % 2)
+
+
+def best_lag(x, y, span=100):
+    body = slice(2000, x.numel() - 2000)
+    scores = [float((x[body] * y[body.start + lag:body.stop + lag]).sum())
+              for lag in range(-span, span + 1)]
+    return max(range(len(scores)), key=scores.__getitem__) - span
+
+
+def band_energy_db(x, low, high):
+    spec = torch.fft.rfft(x).abs() ** 2
+    freqs = torch.fft.rfftfreq(x.numel(), 1 / 16000)
+    return 10 * math.log10(float(spec[(freqs >= low) & (freqs < high)].sum()) + 1e-12)
+
+
+@unittest.skipUnless(set(codecs.available()) == {"gsm", "opus"},
+                     "libgsm1 and libopus0 are not both installed")
+class CodecTest(unittest.TestCase):
+    def test_gsm_round_trip_is_narrowband_aligned_and_coded(self):
+        x = band_noise_bursts()
+        y, sent = codecs.gsm(x)
+        self.assertEqual(y.shape, x.shape)
+        self.assertEqual(sent, -(-x.numel() // 2 // 160) * 33, "33 bytes a 20 ms frame")
+        self.assertEqual(best_lag(x, y), 0)
+        # 8 kHz audio: nothing above 4 kHz, and about the input's level below.
+        self.assertLess(band_energy_db(y, 4200, 8000), band_energy_db(y, 300, 3400) - 30)
+        self.assertAlmostEqual(band_energy_db(y, 300, 3400), band_energy_db(x, 300, 3400),
+                               delta=6)
+        self.assertGreater(float((y - x).abs().mean()), 0.1 * float(x.abs().mean()),
+                           "the codec changed the waveform")
+        self.assertTrue(torch.equal(codecs.gsm(x)[0], y), "deterministic")
+
+    def test_opus_bitrate_decides_bytes_and_fidelity(self):
+        x = band_noise_bursts(seed=1)
+        results = {rate: codecs.opus(x, rate) for rate in (6000, 24000)}
+        for rate, (y, sent) in results.items():
+            self.assertEqual(y.shape, x.shape)
+            self.assertEqual(best_lag(x, y), 0, f"{rate} bit/s: the lookahead is taken off")
+            self.assertAlmostEqual(sent * 8 / 2.0, rate, delta=0.5 * rate)
+
+        def snr(y):
+            return 10 * math.log10(float((x ** 2).sum() / ((x - y) ** 2).sum()))
+
+        self.assertLess(results[6000][1], results[24000][1])
+        self.assertGreater(snr(results[24000][0]), snr(results[6000][0]) + 3)
+
+    def test_opus_packet_loss_is_concealed_and_seeded(self):
+        x = band_noise_bursts(seed=2)
+        clean = codecs.opus(x, 16000)[0]
+        lossy = codecs.opus(x, 16000, loss=0.3, seed=5)[0]
+        self.assertEqual(lossy.shape, x.shape)
+        self.assertTrue(torch.isfinite(lossy).all())
+        self.assertFalse(torch.equal(lossy, clean))
+        self.assertTrue(torch.equal(codecs.opus(x, 16000, loss=0.3, seed=5)[0], lossy))
+        self.assertFalse(torch.equal(codecs.opus(x, 16000, loss=0.3, seed=6)[0], lossy))
+
+    def test_draw_gives_settings_round_trip_accepts(self):
+        rng = random.Random(3)
+        seen = set()
+        x = band_noise_bursts(0.5)
+        for _ in range(20):
+            params = codecs.draw(rng, ["gsm", "opus"])
+            seen.add(params["codec"])
+            if params["codec"] == "opus":
+                self.assertIn(params["bitrate"], codecs.OPUS_BITRATES)
+                self.assertTrue(0.0 <= params["loss"] <= 0.05)
+            self.assertEqual(codecs.round_trip(x, params).shape, x.shape)
+        self.assertEqual(seen, {"gsm", "opus"})
+        self.assertEqual(codecs.draw(rng, ["gsm"]), {"codec": "gsm"})
+        with self.assertRaises(ValueError):
+            codecs.round_trip(x, {"codec": "amr"})
+
+    def test_synth_shard_records_its_codecs(self):
+        """A training shard made with --codec-share 1: every utterance coded,
+        meta says how; a whispered espeak-ng variant synthesizes."""
+        with tempfile.TemporaryDirectory() as tmp:
+            shard = os.path.join(tmp, "shard00000.pt")
+            items = [("espeak:en-us", "the quick brown fox"), ("espeak:en-us", "jumps over it")]
+            n, _ = synth._train_job((shard, 11, items, "wav", 1.0))
+            self.assertEqual(n, 2)
+            meta = torch.load(shard)["meta"]
+            self.assertTrue(all(m["codec"]["codec"] in ("gsm", "opus") for m in meta))
+            n, _ = synth._train_job((shard + "0", 11, items, "wav", 0.0))
+            self.assertFalse(any("codec" in m for m in torch.load(shard + "0")["meta"]))
+            whisper = synth.synthesize([("espeak:en-us", "hello there", {
+                "variant": "whisper", "speed": 165, "pitch": 50, "amplitude": 100})], tmp)[0]
+            self.assertIsNotNone(whisper)
+            self.assertGreater(float(whisper.abs().max()), 0.01)
 
 
 class FrontendTest(unittest.TestCase):
