@@ -14,7 +14,10 @@
 # libunwind) samples both processes' CPU into server.prof and client.prof
 # (google-pprof --text BINARY PROFILE reads them) at PROFILE_HZ samples a second
 # of CPU time (default 250; a long hold wants fewer, e.g. 25). Where
-# nvidia-smi exists, GPU use and memory go to gpu.csv every 8 s.
+# nvidia-smi exists, GPU use and memory go to gpu.csv every 8 s. A device
+# call brings back at most 8 files from $OUT: write OUT_DIR outside $OUT and
+# pack it into one archive there (tar -czf $OUT/NAME.tgz -C OUT_DIR .), as
+# grpc_hold.sh does.
 #   tools/gpu/grpc_stage_probe.sh BUNDLE STREAMS SECONDS OUT_DIR [server flags...]
 set -u
 bundle=$1 streams=$2 seconds=$3 out=$4; shift 4
