@@ -270,6 +270,7 @@ int RunLoadTest(const oasr::server::ChannelOptions& channel_options,
   options.chunk_ms = flags.chunk_ms;
   options.realtime = !flags.fast;
   options.timeout_s = timeout;
+  options.keep_records = !load.records_json.empty();  // Otherwise only the counts.
   oasr::server::ModelClock clock;
   if (oasr::server::GetModelClock(options.channels.front(), flags.model, g_token, &clock)) {
     options.frame_s = clock.frame_s;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <queue>
 #include <random>
 #include <thread>
@@ -73,6 +74,73 @@ absl::StatusOr<Audio> Resample(const LoadClip& clip, int rate) {
   }
   return out;
 }
+
+bool AccountedFor(const StreamRecord& r, double frame_s) {
+  return r.audio_processed_s + frame_s + 1e-3 >= r.audio_sent_s;
+}
+
+// The report's per-stream counts, added up as streams end (a worker's own,
+// merged at the end), so that no record need be kept.
+struct StreamTally {
+  int64_t streams = 0;
+  std::map<std::string, int64_t> codes, behaviours;
+  int64_t failed = 0, audio_lost = 0, no_final = 0;
+  double audio_sent_s = 0, audio_processed_s = 0;
+  // The first few errors (by starting order) of streams that should have
+  // ended OK: (index, "CODE: message").
+  std::vector<std::pair<int64_t, std::string>> errors;
+  static constexpr size_t kErrors = 3;
+
+  void Add(const StreamRecord& r, double frame_s) {
+    ++streams;
+    ++codes[GrpcCodeName(static_cast<int>(r.code))];
+    ++behaviours[StreamBehaviourName(r.behaviour)];
+    audio_sent_s += r.audio_sent_s;
+    audio_processed_s += r.audio_processed_s;
+    bool wrong = false;
+    switch (r.behaviour) {
+      case StreamBehaviour::kNormal:
+      case StreamBehaviour::kStall:
+        if (r.code != grpc::StatusCode::OK) {
+          wrong = true;
+          AddError(r.index, absl::StrCat(GrpcCodeName(static_cast<int>(r.code)), ": ", r.error));
+        } else if (!r.final_result) {
+          wrong = true;
+          ++no_final;
+        } else if (r.finish_reason == "stop" && !AccountedFor(r, frame_s)) {
+          wrong = true;
+          ++audio_lost;
+        }
+        break;
+      case StreamBehaviour::kCancel:
+        wrong = r.code != grpc::StatusCode::CANCELLED;
+        break;
+      case StreamBehaviour::kVanish:
+        break;  // Any status: the server had to end it.
+    }
+    if (wrong) ++failed;
+  }
+
+  void Merge(const StreamTally& other) {
+    streams += other.streams;
+    for (const auto& [name, n] : other.codes) codes[name] += n;
+    for (const auto& [name, n] : other.behaviours) behaviours[name] += n;
+    failed += other.failed;
+    audio_lost += other.audio_lost;
+    no_final += other.no_final;
+    audio_sent_s += other.audio_sent_s;
+    audio_processed_s += other.audio_processed_s;
+    for (const auto& [index, error] : other.errors) AddError(index, error);
+  }
+
+ private:
+  // Keeps the kErrors earliest-starting ones.
+  void AddError(int64_t index, std::string error) {
+    errors.emplace_back(index, std::move(error));
+    std::sort(errors.begin(), errors.end());
+    if (errors.size() > kErrors) errors.pop_back();
+  }
+};
 
 class Worker;
 
@@ -186,7 +254,8 @@ class Worker {
   }
 
   LatencyHistogram chunk_latency, final_latency, send_lag;
-  std::vector<StreamRecord> records;
+  StreamTally tally;                  // Every stream that ended here.
+  std::vector<StreamRecord> records;  // With LoadOptions::keep_records.
   int64_t messages = 0;
   double cpu_s() const { return cpu_s_; }
 
@@ -474,7 +543,8 @@ class Worker {
 
   void MaybeRelease(Stream* s) {
     if (!s->finished || s->pending > 0) return;
-    records.push_back(std::move(s->record));
+    tally.Add(s->record, options().frame_s);
+    if (options().keep_records) records.push_back(std::move(s->record));
     const int slot = s->slot;
     delete s;
     --live_;
@@ -491,10 +561,6 @@ class Worker {
   int64_t live_ = 0;
   double cpu_s_ = 0;
 };
-
-bool AccountedFor(const StreamRecord& r, double frame_s) {
-  return r.audio_processed_s + frame_s + 1e-3 >= r.audio_sent_s;
-}
 
 }  // namespace
 
@@ -642,54 +708,31 @@ absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
   LoadReport report;
   report.wall_s = Seconds(Clock::now() - run.begin);
   report.cpu_s = CpuSeconds(RUSAGE_SELF) - cpu0;
+  StreamTally tally;
   for (auto& worker : workers) {
     report.chunk_latency.Merge(worker->chunk_latency);
     report.final_latency.Merge(worker->final_latency);
     report.send_lag.Merge(worker->send_lag);
     report.messages += worker->messages;
     report.busiest_thread = std::max(report.busiest_thread, worker->cpu_s() / report.wall_s);
+    tally.Merge(worker->tally);
     for (StreamRecord& r : worker->records) report.records.push_back(std::move(r));
   }
   std::sort(report.records.begin(), report.records.end(),
             [](const StreamRecord& a, const StreamRecord& b) { return a.index < b.index; });
-  report.streams = static_cast<int64_t>(report.records.size());
-  for (const StreamRecord& r : report.records) {
-    ++report.codes[GrpcCodeName(static_cast<int>(r.code))];
-    ++report.behaviours[StreamBehaviourName(r.behaviour)];
-    report.audio_sent_s += r.audio_sent_s;
-    report.audio_processed_s += r.audio_processed_s;
-    bool failed = false;
-    switch (r.behaviour) {
-      case StreamBehaviour::kNormal:
-      case StreamBehaviour::kStall:
-        if (r.code != grpc::StatusCode::OK) {
-          failed = true;
-        } else if (!r.final_result) {
-          failed = true;
-          ++report.no_final_streams;
-        } else if (r.finish_reason == "stop" && !AccountedFor(r, options.frame_s)) {
-          failed = true;
-          ++report.audio_lost_streams;
-        }
-        break;
-      case StreamBehaviour::kCancel:
-        failed = r.code != grpc::StatusCode::CANCELLED;
-        break;
-      case StreamBehaviour::kVanish:
-        break;  // Any status: the server had to end it.
-    }
-    if (failed) ++report.failed_streams;
-  }
+  report.streams = tally.streams;
+  report.codes = std::move(tally.codes);
+  report.behaviours = std::move(tally.behaviours);
+  report.audio_sent_s = tally.audio_sent_s;
+  report.audio_processed_s = tally.audio_processed_s;
+  report.failed_streams = tally.failed;
+  report.audio_lost_streams = tally.audio_lost;
+  report.no_final_streams = tally.no_final;
 
   // What limited the run.
   if (report.failed_streams > 0) {
     std::vector<std::string> errors;
-    for (const StreamRecord& r : report.records) {
-      if (r.code != grpc::StatusCode::OK && r.behaviour != StreamBehaviour::kCancel &&
-          r.behaviour != StreamBehaviour::kVanish && errors.size() < 3) {
-        errors.push_back(absl::StrCat(GrpcCodeName(static_cast<int>(r.code)), ": ", r.error));
-      }
-    }
+    for (const auto& [index, error] : tally.errors) errors.push_back(error);
     report.warnings.push_back(absl::StrCat(
         report.failed_streams, " streams failed (", report.audio_lost_streams,
         " with audio not accounted for, ", report.no_final_streams, " without a final result)",

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "server/client_channel.h"
+#include "server/grpc_status.h"
 #include "server/server.h"
 #include "tests/server/recognition_helpers.h"
 
@@ -174,6 +176,7 @@ server::LoadOptions FixtureLoad(int port, int concurrency, double seconds) {
   options.threads = 2;
   options.chunk_ms = 100;
   options.timeout_s = 60;
+  options.keep_records = true;
   return options;
 }
 
@@ -243,6 +246,15 @@ TEST(LoadGeneratorTest, ReportsStreamsWhoseAudioWasNotAccountedFor) {
   EXPECT_EQ(report->failed_streams, 4);
   EXPECT_NE(Warnings(*report).find("4 with audio not accounted for"), std::string::npos)
       << Warnings(*report);
+  // Without the records, the same counts (kept as the streams end).
+  options.keep_records = false;
+  report = server::RunLoad(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->records.empty());
+  EXPECT_EQ(report->streams, 4);
+  EXPECT_EQ(report->audio_lost_streams, 4);
+  EXPECT_EQ(report->failed_streams, 4);
+  EXPECT_NEAR(report->audio_sent_s, 4.0, 1e-6);
   // Within one frame is accounted for.
   options.frame_s = 0.31;
   report = server::RunLoad(options);
@@ -274,6 +286,7 @@ class LoadGeneratorServerTest : public ::testing::Test {
     EXPECT_TRUE(server::GetModelClock(options.channels[0], "", "", &clock));
     options.frame_s = clock.frame_s;
     options.lookahead_s = clock.lookahead_s;
+    options.keep_records = true;
     return options;
   }
 
@@ -313,6 +326,20 @@ TEST_F(LoadGeneratorServerTest, CancelledStalledAndVanishedClientsEndAsTheyShoul
   for (const char* behaviour : {"normal", "cancel", "stall", "vanish"}) {
     EXPECT_GT(report->behaviours.count(behaviour), 0u) << behaviour;
   }
+  // The counts, kept as the streams ended, are the records' counts.
+  std::map<std::string, int64_t> codes, behaviours;
+  double sent = 0, processed = 0;
+  for (const server::StreamRecord& r : report->records) {
+    ++codes[server::GrpcCodeName(static_cast<int>(r.code))];
+    ++behaviours[server::StreamBehaviourName(r.behaviour)];
+    sent += r.audio_sent_s;
+    processed += r.audio_processed_s;
+  }
+  ASSERT_EQ(report->records.size(), 12u);
+  EXPECT_EQ(report->codes, codes);
+  EXPECT_EQ(report->behaviours, behaviours);
+  EXPECT_NEAR(report->audio_sent_s, sent, 1e-9);
+  EXPECT_NEAR(report->audio_processed_s, processed, 1e-9);
   for (const server::StreamRecord& r : report->records) {
     switch (r.behaviour) {
       case server::StreamBehaviour::kCancel:
