@@ -104,9 +104,9 @@ struct LoadOptions {
   // Chunk latency p99 above this is reported as the server falling behind.
   double latency_bound_ms = 200;
   // Keep every stream's record (LoadReport::records, with its transcript):
-  // memory grows with the streams run (~0.5 KB each, ~0.9 GiB over a
-  // 9-minute hold of 20,000); without them the report's counts are kept as
-  // streams end.
+  // memory grows with the streams run (~0.5 KB each, ~0.5 GiB over the
+  // 9-minute hold of 20,000 streams at a time); without them the report's
+  // counts are kept as streams end.
   bool keep_records = false;
 
   absl::Status Validate() const;

@@ -57,6 +57,11 @@ HUM_HZ = (50.0, 60.0)
 CLICKS_PER_SECOND = (1.0, 20.0)
 
 
+def to_int16(x: torch.Tensor) -> torch.Tensor:
+    """16-bit PCM samples of a float waveform in [-1, 1)."""
+    return (x.clamp(-1.0, 32767.0 / 32768.0) * 32768.0).round().to(torch.int16)
+
+
 def resample(x: torch.Tensor, rate: int, new_rate: int) -> torch.Tensor:
     """torchaudio's sinc resampling of the last axis. Output length
     ceil(n * new_rate / rate); the input is read as zero beyond its end, so

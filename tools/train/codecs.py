@@ -74,10 +74,6 @@ def available() -> list:
     return [c for c in ("gsm", "opus") if _load(c) is not None]
 
 
-def _int16(x: torch.Tensor) -> torch.Tensor:
-    return (x.clamp(-1.0, 32767.0 / 32768.0) * 32768.0).round().to(torch.int16).contiguous()
-
-
 def _fit(y: torch.Tensor, n: int) -> torch.Tensor:
     """y cut or zero-padded to n samples."""
     return y[:n] if y.numel() >= n else torch.cat([y, y.new_zeros(n - y.numel())])
@@ -90,7 +86,7 @@ def gsm(x: torch.Tensor) -> tuple:
     if lib is None:
         raise RuntimeError("libgsm.so.1 is not installed (Debian package libgsm1)")
     n = x.numel()
-    low = _int16(augment.resample(x.float(), SAMPLE_RATE, GSM_RATE))
+    low = augment.to_int16(augment.resample(x.float(), SAMPLE_RATE, GSM_RATE))
     frames = -(-low.numel() // GSM_FRAME)
     pcm = _fit(low, frames * GSM_FRAME).numpy().copy()
     out = torch.zeros(frames * GSM_FRAME, dtype=torch.int16).numpy()
@@ -137,7 +133,7 @@ def opus(x: torch.Tensor, bitrate: int, loss: float = 0.0, seed: int = 0) -> tup
         delay = lookahead.value
         # The encoder's lookahead delays the output: feed that much more.
         frames = -(-(n + delay) // frame)
-        pcm = _fit(_int16(x.float()), frames * frame).numpy().copy()
+        pcm = _fit(augment.to_int16(x.float()), frames * frame).numpy().copy()
         out = torch.zeros(frames * frame, dtype=torch.int16).numpy()
         packet = (ctypes.c_ubyte * OPUS_MAX_PACKET)()
         lost = random.Random(seed)

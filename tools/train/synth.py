@@ -63,6 +63,7 @@ import torch
 
 from tools.reference import frontend
 from tools.train import augment, codecs
+from tools.train.augment import to_int16
 from tools.train.corpus import read_lines
 
 SAMPLE_RATE = 16000
@@ -97,11 +98,6 @@ def read_wav(path: str):
     if channels > 1:
         x = x.view(-1, channels).mean(1)
     return x, rate
-
-
-def to_int16(x: torch.Tensor) -> torch.Tensor:
-    """16-bit PCM samples of a float waveform in [-1, 1)."""
-    return (x.clamp(-1.0, 32767.0 / 32768.0) * 32768.0).round().to(torch.int16)
 
 
 def write_wav(path: str, x: torch.Tensor):
