@@ -140,6 +140,17 @@ class WaveStore(FlatStore):
         return self.flat[rows].float() * (valid / 32768.0), lengths
 
 
+def non_speech_clips(count: int, longest: int, params_gen: torch.Generator,
+                     noise_gen: torch.Generator, device):
+    """(clips (count, N) on `device`, lengths (count,) CPU) of audio with no
+    speech (augment.non_speech), lengths uniform from 0.5 s to `longest`
+    samples; N is `longest` (at least 0.5 s and a sample)."""
+    longest = max(longest, augment.SAMPLE_RATE // 2 + 1)
+    n = torch.randint(augment.SAMPLE_RATE // 2, longest, (count,), generator=params_gen)
+    clips, _ = augment.non_speech(n, longest, params_gen, noise_gen, device)
+    return clips, n
+
+
 class WaveFeatures:
     """Training batches from waveforms: WaveStore gather, fresh augmentation
     (when `online_augment`), BatchFbank. `batch(idx)` returns what
@@ -172,11 +183,9 @@ class WaveFeatures:
         batch's longest utterance, so the batch does not grow), in that order."""
         wav, lengths = self.waveforms(idx)
         if non_speech:
-            longest = max(int(lengths.max()), augment.SAMPLE_RATE // 2 + 1)
-            n = torch.randint(augment.SAMPLE_RATE // 2, longest, (non_speech,),
-                              generator=self.params_gen)
-            clips, _ = augment.non_speech(n, longest, self.params_gen, self.noise_gen,
-                                          wav.device)
+            clips, n = non_speech_clips(non_speech, int(lengths.max()), self.params_gen,
+                                        self.noise_gen, wav.device)
+            longest = clips.size(1)
             wav = torch.cat([torch.nn.functional.pad(wav, (0, longest - wav.size(1))), clips])
             lengths = torch.cat([lengths, n])
         return self.fbank(wav, lengths)

@@ -496,6 +496,23 @@ class FrontendTest(unittest.TestCase):
             self.assertEqual(float(feats[i, flen[i]:].abs().sum()), 0.0)
             self.assertTrue(bool(torch.isfinite(feats[i, :flen[i]]).all()))
 
+    def test_feature_store_with_non_speech_clips(self):
+        feats = [frontend.fbank(w).to(torch.float16) for w in test_waves((0.9, 0.8, 0.7))]
+        store = train.FeatureStore(feats, "cpu", seed=3)
+        x, n = store.batch([0, 1, 2], non_speech=4)
+        plain, plain_n = store.batch([0, 1, 2])
+        self.assertEqual(x.size(0), 7)
+        self.assertEqual(n[:3].tolist(), [f.size(0) for f in feats])
+        self.assertTrue(torch.equal(x[:3, :plain.size(1)], plain))  # the utterances as stored
+        self.assertEqual(x.size(1), int(plain_n.max()))  # the clips fit the batch
+        for i in range(3, 7):
+            self.assertGreaterEqual(int(n[i]), 1 + (8000 - 400) // 160)
+            self.assertEqual(float(x[i, n[i]:].abs().sum()), 0.0)
+            self.assertTrue(bool(torch.isfinite(x[i, :n[i]]).all()))
+        store.reseed(3)
+        again, again_n = store.batch([0, 1, 2], non_speech=4)
+        self.assertTrue(torch.equal(again, x) and torch.equal(again_n, n))  # resumable
+
     def test_cmvn_over_clean_waveforms(self):
         waves = test_waves((0.6, 0.45, 0.3))
         data = gpu_frontend.WaveFeatures([synth.to_int16(w) for w in waves], "cpu", False)
@@ -689,11 +706,16 @@ class NoiseClipsTest(unittest.TestCase):
     run_train = ReloadShardsTest.run_train
 
     def test_training_with_non_speech_clips(self):
+        for kind in ("wavs", "feats"):
+            with self.subTest(kind=kind):
+                self.train_with_non_speech_clips(kind)
+
+    def train_with_non_speech_clips(self, kind):
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, "data", "train"))
             os.makedirs(os.path.join(d, "tok"))
             tokenizer.train_bpe(SENTENCES * 5, os.path.join(d, "tok", "bpe"), 40)
-            write_shard(os.path.join(d, "data", "train", "shard00000.pt"), "wavs", 0)
+            write_shard(os.path.join(d, "data", "train", "shard00000.pt"), kind, 0)
             empty_rows = []
             real_ctc = torch.nn.CTCLoss.forward
 

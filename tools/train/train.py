@@ -11,8 +11,8 @@ so every epoch hears each sentence with new speed, room, band, noise and
 level. Each batch also gets clips with no speech in it (silence, noise,
 mains hum, clicks; --noise-clips, 4 % of its utterances) whose transcript
 is empty, so that the model gives no units for them. Feature shards go to
-the device as they are (FeatureStore) and get no waveform augmentation or
-non-speech clips here.
+the device as they are (FeatureStore) and get no waveform augmentation
+here, but the same non-speech clips (their fbank made on the device).
 
 Growing data (--reload-shards, on by default): at every epoch boundary the
 shard folder is listed again and the utterances of shards not loaded yet
@@ -58,7 +58,9 @@ from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig
 from tools.train import checkpoint
 from tools.train.evaluate import edit_distance, read_eval_rows
-from tools.train.gpu_frontend import FlatStore, WaveFeatures, frame_lengths, shortest_samples
+from tools.train.gpu_frontend import (FRAME_LENGTH, FRAME_SHIFT, BatchFbank, FlatStore,
+                                      WaveFeatures, frame_lengths, non_speech_clips,
+                                      shortest_samples)
 from tools.train.synth import read_wav
 from tools.train.tokenizer import Tokenizer
 from tools.train.train_forward import (PositionCache, add_dropout_hooks, dynamic_chunk,
@@ -157,13 +159,39 @@ class FeatureStore(FlatStore):
     """Every training utterance's features in one (frames, 80) float16 tensor
     on the training device (75 h are ~4.3 GB), so that a batch is one gather
     there instead of a host-side padding loop and a copy per step; `append`
-    adds utterances (FlatStore)."""
+    adds utterances (FlatStore). Clips with no speech are made on the device
+    when a batch asks for them (their fbank by gpu_frontend.BatchFbank)."""
 
-    def batch(self, idx):
-        """(padded features (B, T, 80) float32, lengths (B,)) on the device."""
+    def __init__(self, items, device, seed: int = 0):
+        super().__init__(items, device)
+        self.fbank = None
+        self.reseed(seed)
+
+    def reseed(self, seed: int):
+        """The non-speech clips' generators restart from `seed` (as
+        WaveFeatures.reseed)."""
+        self.params_gen = torch.Generator().manual_seed(seed)
+        self.noise_gen = torch.Generator(device=self.device).manual_seed(seed)
+
+    def batch(self, idx, non_speech: int = 0):
+        """(padded features (B, T, 80) float32, lengths (B,)) on the device:
+        utterances idx, then `non_speech` clips of silence, noise, hum or
+        clicks no longer than the longest of them (WaveFeatures.batch's)."""
         rows, valid, lengths = self.rows(idx)
         x = self.flat[rows].float() * valid.unsqueeze(2)
-        return x, lengths.to(self.device)
+        lengths = lengths.to(self.device)
+        if non_speech:
+            if self.fbank is None:
+                self.fbank = BatchFbank(self.device)
+            samples = FRAME_LENGTH + (int(lengths.max()) - 1) * FRAME_SHIFT
+            clips, n = non_speech_clips(non_speech, samples, self.params_gen, self.noise_gen,
+                                        self.device)
+            feats, flen = self.fbank(clips, n)
+            t = max(x.size(1), feats.size(1))
+            x = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, t - x.size(1))),
+                           torch.nn.functional.pad(feats, (0, 0, 0, t - feats.size(1)))])
+            lengths = torch.cat([lengths, flen.to(self.device)])
+        return x, lengths
 
 
 def batch_targets(idx, tokens, device):
@@ -266,7 +294,7 @@ def main(argv=None, epoch_hook=None):
     p.add_argument("--noise-clips", type=float, default=0.04,
                    help="clips of silence, noise, hum or clicks (augment.non_speech) added to "
                         "each batch, as a fraction of its utterances, with empty transcripts: "
-                        "the model learns that they hold no words (waveform shards only)")
+                        "the model learns that they hold no words")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--final-lr-ratio", type=float, default=0.02)
     p.add_argument("--warmup-steps", type=int, default=1000)
@@ -312,9 +340,7 @@ def main(argv=None, epoch_hook=None):
     store = (WaveFeatures(utts, device, online) if kind == "wavs"
              else FeatureStore(utts, device))
     del utts, metas
-    noise_clips = a.noise_clips if isinstance(store, WaveFeatures) else 0.0
-    if a.noise_clips and not noise_clips:
-        log("data: --noise-clips needs waveform shards; none are added")
+    noise_clips = a.noise_clips
     hours = sum(frames) / 100 / 3600
     utterances_at_start = len(frames)
     log(f"data: {len(frames)} utterances ({'waveforms' if kind == 'wavs' else 'features'}, "
@@ -371,9 +397,8 @@ def main(argv=None, epoch_hook=None):
             json.dump(stats, f)
     log(f"model: {nparams / 1e6:.2f} M parameters ({nparams * 2 / 1e6:.1f} MB in float16), "
         f"device {device}")
-    if isinstance(store, WaveFeatures):
-        # A stream of its own (not gen's or rng's), restarted per step like them.
-        store.reseed(random.Random(f"augment/{a.seed}/{step}").getrandbits(62))
+    # A stream of its own (not gen's or rng's), restarted per step like them.
+    store.reseed(random.Random(f"augment/{a.seed}/{step}").getrandbits(62))
     add_dropout_hooks(model, a.dropout)
     positions = PositionCache(a.output_size)
     rng = random.Random(a.seed * 1000 + step)
