@@ -18,6 +18,8 @@ packages=(
   python3-torch python3-torchaudio python3-sentencepiece
   # Speech synthesizers: the training pipeline's smoke test and the fbank test
   espeak-ng flite festival festvox-kallpc16k
+  # The HTS voice and the engine that makes it many speakers (tools/train/hts.py)
+  festvox-us-slt-hts libhtsengine1
   # Speech codecs the training data passes through (tools/train/codecs.py)
   libgsm1 libopus0
   # Formatting

@@ -17,6 +17,7 @@ dest="${1:-$repo/.devdebs}"
 # The synthesizers and every English voice Debian 12 packages for them.
 roots=(espeak-ng espeak-ng-data flite festival festlex-cmu festlex-poslex
        festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+       libhtsengine1      # the HTS voice's speakers (tools/train/hts.py)
        libgsm1 libopus0)  # and the codecs of tools/train/codecs.py
 # Present on any Debian/Ubuntu base system, or only needed by maintainer
 # scripts that never run here (adduser, dpkg, debconf, ...).

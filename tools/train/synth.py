@@ -7,7 +7,11 @@ Voice families (one family = one synthesizer voice or espeak-ng accent):
   flite:<voice>     flite's built-in voices (kal, kal16, awb, rms, slt) with
                     random duration stretch and mean pitch;
   festival:<voice>  festival's English voices (kal_diphone, ked_diphone,
-                    cmu_us_slt_arctic_hts) with random duration stretch.
+                    cmu_us_slt_arctic_hts) with random duration stretch;
+                    for training, the HTS voice (cmu_us_slt_arctic_hts)
+                    is a random speaker of its own (vocal-tract warp,
+                    pitch, rate, postfilter) through libHTSEngine (hts.py)
+                    where that library is installed.
 Families in --heldout-voices are never used for training, only for the
 evaluation set, so their WER shows how far the model generalises.
 
@@ -62,7 +66,7 @@ import multiprocessing as mp
 import torch
 
 from tools.reference import frontend
-from tools.train import augment, codecs
+from tools.train import augment, codecs, hts
 from tools.train.augment import to_int16
 from tools.train.corpus import read_lines
 
@@ -123,7 +127,25 @@ def voice_settings(family: str, rng: random.Random, clean: bool) -> dict:
         if clean:
             return {"stretch": 1.0, "f0": None}
         return {"stretch": round(rng.uniform(0.8, 1.25), 3), "f0": rng.randint(lo, hi)}
-    return {"stretch": 1.0 if clean else round(rng.uniform(0.8, 1.25), 3)}
+    if clean:
+        return {"stretch": 1.0}
+    s = {"stretch": round(rng.uniform(0.8, 1.25), 3)}
+    if name == hts.VOICE and _hts_voice() is not None:
+        s.update(hts.draw(rng))  # a speaker of its own: libHTSEngine synthesizes it
+    return s
+
+
+_HTS = {}
+
+
+def _hts_voice():
+    """This process's hts.HtsVoice for festvox-us-slt-hts, or None where
+    libHTSEngine or the voice is missing (festival then synthesizes it with
+    its duration stretch only)."""
+    if "voice" not in _HTS:
+        path = hts.find_voice() if hts.available() else None
+        _HTS["voice"] = hts.HtsVoice(path) if path else None
+    return _HTS["voice"]
 
 
 # The end of the last synthesizer run's output per engine, for the probe to
@@ -148,13 +170,21 @@ def synthesize(items, tmp: str):
     # would pair one sentence's audio with another's text).
     tmp = tempfile.mkdtemp(prefix=engine, dir=tmp)
     paths = [os.path.join(tmp, f"u{i}.wav") for i in range(len(items))]
+    # Items with a speaker drawn for libHTSEngine: festival writes their
+    # labels (path .lab), the engine synthesizes them below.
+    hts_items = [engine == "festival" and "alpha" in s for _, _, s in items]
     if engine == "festival":
         script = os.path.join(tmp, "batch.scm")
         with open(script, "w", encoding="utf-8") as f:
-            for (family, text, s), path in zip(items, paths):
+            if any(hts_items):
+                f.write(hts.LABELS_SCHEME)
+            for (family, text, s), path, labels in zip(items, paths, hts_items):
                 f.write(f"(voice_{family.split(':', 1)[1]})\n")
-                f.write(f"(Parameter.set 'Duration_Stretch {s['stretch']})\n")
                 # Texts are normalised (a-z, apostrophe, space): no escaping.
+                if labels:
+                    f.write(f'(hts_labels "{text}" "{path[:-4]}.lab")\n')
+                    continue
+                f.write(f"(Parameter.set 'Duration_Stretch {s['stretch']})\n")
                 f.write(f'(utt.save.wave (utt.synth (Utterance Text "{text}")) "{path}" \'riff)\n')
         cmd = ["festival"]
         libdir = os.environ.get("OASR_FESTIVAL_LIBDIR")
@@ -182,12 +212,16 @@ def synthesize(items, tmp: str):
             except subprocess.CalledProcessError:
                 pass
     out = []
-    for path in paths:
-        if not os.path.exists(path) or os.path.getsize(path) <= 44:
-            out.append(None)
-            continue
-        x, rate = read_wav(path)
-        out.append(augment.resample(x, rate, SAMPLE_RATE))
+    for (_, _, s), path, labels in zip(items, paths, hts_items):
+        got = None
+        if labels:
+            lab = path[:-4] + ".lab"
+            if os.path.exists(lab) and os.path.getsize(lab) > 0:
+                got = _hts_voice().synthesize(lab, s["alpha"], s["half_tone"],
+                                              1.0 / s["stretch"], s["beta"])
+        elif os.path.exists(path) and os.path.getsize(path) > 44:
+            got = read_wav(path)
+        out.append(None if got is None else augment.resample(got[0], got[1], SAMPLE_RATE))
     shutil.rmtree(tmp, ignore_errors=True)
     return out
 

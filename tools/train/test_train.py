@@ -11,6 +11,7 @@ import json
 import math
 import os
 import random
+import shutil
 import tempfile
 import unittest
 from unittest import mock
@@ -20,8 +21,8 @@ import torchaudio
 
 from tools.reference import frontend
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
-from tools.train import (augment, checkpoint, codecs, corpus, gpu_frontend, synth, tokenizer,
-                         train)
+from tools.train import (augment, checkpoint, codecs, corpus, gpu_frontend, hts, synth,
+                         tokenizer, train)
 from tools.train.text_norm import ALPHABET, cardinal, normalize, ordinal, year
 from tools.train.train_forward import (PositionCache, attention_mask, dynamic_chunk, encode,
                                        freq_warp, greedy_decode, output_lengths)
@@ -304,6 +305,96 @@ def band_energy_db(x, low, high):
     spec = torch.fft.rfft(x).abs() ** 2
     freqs = torch.fft.rfftfreq(x.numel(), 1 / 16000)
     return 10 * math.log10(float(spec[(freqs >= low) & (freqs < high)].sum()) + 1e-12)
+
+
+def spectral_centroid(x, below=5000.0):
+    """Power-weighted mean frequency (Hz) of 16 kHz audio below `below`."""
+    spec = torch.stft(x, 1024, 256, window=torch.hann_window(1024), return_complex=True)
+    power = spec.abs().pow(2).sum(1)
+    freqs = torch.fft.rfftfreq(1024, 1 / 16000)
+    keep = freqs < below
+    return float((power[keep] * freqs[keep]).sum() / power[keep].sum())
+
+
+def median_f0(x, rate=16000):
+    """Median F0 (Hz) of the clearly voiced 40 ms frames (normalised
+    autocorrelation peak > 0.6 between 70 and 400 Hz)."""
+    f0 = []
+    for start in range(0, x.numel() - 640, 320):
+        frame = x[start:start + 640] - x[start:start + 640].mean()
+        ac = torch.stack([(frame[:640 - k] * frame[k:]).sum() for k in range(rate // 400,
+                                                                          rate // 70)])
+        energy = float((frame * frame).sum())
+        if energy < 1e-6:
+            continue
+        k = int(ac.argmax())
+        if float(ac[k]) / energy > 0.6:
+            f0.append(rate / (k + rate // 400))
+    return float(torch.tensor(f0).median())
+
+
+@unittest.skipUnless(hts.available() and hts.find_voice() and shutil.which("festival"),
+                     "libhtsengine1, festvox-us-slt-hts or festival is not installed")
+class HtsVoiceTest(unittest.TestCase):
+    """The HTS voice's speakers (hts.py through synth.synthesize): each
+    control moves what it should, and only that."""
+
+    TEXT = "she sells sea shells by the sea shore every morning"
+    FAMILY = "festival:" + hts.VOICE
+
+    @classmethod
+    def setUpClass(cls):
+        settings = {
+            "default": {"stretch": 1.0, "alpha": 0.45, "half_tone": 0.0, "beta": 0.0},
+            "festival": {"stretch": 1.0},  # festival's own synthesis, as the evaluation set
+            "alpha 0.40": {"stretch": 1.0, "alpha": 0.40, "half_tone": 0.0, "beta": 0.0},
+            "alpha 0.50": {"stretch": 1.0, "alpha": 0.50, "half_tone": 0.0, "beta": 0.0},
+            "6 half tones down": {"stretch": 1.0, "alpha": 0.45, "half_tone": -6.0, "beta": 0.0},
+            "slower": {"stretch": 1.25, "alpha": 0.45, "half_tone": 0.0, "beta": 0.0},
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            waves = synth.synthesize([(cls.FAMILY, cls.TEXT, s) for s in settings.values()], tmp)
+        cls.x = dict(zip(settings, waves))
+
+    def test_every_speaker_is_synthesized(self):
+        for name, x in self.x.items():
+            self.assertIsNotNone(x, name)
+            self.assertGreater(float(x.abs().max()), 0.05, name)
+
+    def test_the_engine_at_the_voices_settings_matches_festival(self):
+        engine, festival = self.x["default"], self.x["festival"]
+        self.assertAlmostEqual(engine.numel() / festival.numel(), 1.0, delta=0.03)
+        self.assertAlmostEqual(median_f0(engine) / median_f0(festival), 1.0, delta=0.05)
+        self.assertAlmostEqual(spectral_centroid(engine) / spectral_centroid(festival), 1.0,
+                               delta=0.08)
+
+    def test_alpha_moves_the_formants_not_the_pitch(self):
+        c = {k: spectral_centroid(self.x[k]) for k in ("alpha 0.40", "default", "alpha 0.50")}
+        self.assertGreater(c["alpha 0.40"], 1.08 * c["default"])  # a shorter vocal tract
+        self.assertLess(c["alpha 0.50"], 0.92 * c["default"])  # a longer one
+        for k in ("alpha 0.40", "alpha 0.50"):
+            self.assertAlmostEqual(median_f0(self.x[k]) / median_f0(self.x["default"]), 1.0,
+                                   delta=0.06, msg=k)
+            self.assertEqual(self.x[k].numel(), self.x["default"].numel())
+
+    def test_half_tones_move_the_pitch(self):
+        ratio = median_f0(self.x["6 half tones down"]) / median_f0(self.x["default"])
+        self.assertAlmostEqual(ratio, 2 ** (-6 / 12), delta=0.06)
+        self.assertEqual(self.x["6 half tones down"].numel(), self.x["default"].numel())
+
+    def test_stretch_slows_the_speech(self):
+        self.assertAlmostEqual(self.x["slower"].numel() / self.x["default"].numel(), 1.25,
+                               delta=0.06)
+
+    def test_training_settings_draw_a_speaker(self):
+        rng = random.Random(4)
+        drawn = [synth.voice_settings(self.FAMILY, rng, clean=False) for _ in range(200)]
+        for key, (lo, hi) in (("alpha", hts.ALPHA_RANGE), ("half_tone", hts.HALF_TONE_RANGE),
+                              ("beta", hts.BETA_RANGE)):
+            values = [d[key] for d in drawn]
+            self.assertTrue(lo <= min(values) and max(values) <= hi, key)
+            self.assertGreater(max(values) - min(values), 0.8 * (hi - lo), key)
+        self.assertEqual(synth.voice_settings(self.FAMILY, rng, clean=True), {"stretch": 1.0})
 
 
 @unittest.skipUnless(set(codecs.available()) == {"gsm", "opus"},
