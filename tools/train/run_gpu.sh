@@ -35,9 +35,19 @@
 # BACKGROUND_SYNTH_WORKERS (synthesis beside training; 0: off, the default),
 # VOICES (synth.py --voices; default all), EVAL_PER_VOICE (40), VOCAB (256),
 # TRAIN_ARGS (extra train.py flags; default "--threads 8 --ckpt-minutes 4", as
-# the bundled model was trained), SYNTH_ARGS (extra synth.py flags), PYTHON (python3), STOP_AFTER (synth: end the call once the data
-# is synthesized), SKIP_EVAL (1: no PyTorch evaluation
-# after training, when tools/train/eval_cpp.py will evaluate the export).
+# the bundled model was trained), SYNTH_ARGS (extra synth.py flags), PYTHON
+# (python3), STOP_AFTER (synth: end the call once the data is synthesized),
+# SKIP_EVAL (1: no PyTorch evaluation after training, when
+# tools/train/eval_cpp.py will evaluate the export), INIT (a model directory,
+# e.g. models/en-conformer-ctc: training continues from its weights and CMVN,
+# train.py --init, with a fresh optimizer and schedule).
+#
+# Continuing the bundled model (INIT) on the GPU machine: the model directory
+# and the synthesizers' .debs do not fit in one call's carry together, so the
+# first call synthesizes only (STOP_AFTER=synth, .devdebs carried, the model
+# directory moved out of the working tree) and the next calls train with the
+# model directory back in the tree and nothing carried (WORK and the unpacked
+# synthesizers stay on the warm machine).
 #
 # Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
 # model.safetensors.partNN (or model.safetensors), model_meta.tar (config.json,
@@ -135,7 +145,7 @@ fi
 # shellcheck disable=SC2086
 "$PY" -m tools.train.train --data "$WORK/data" --tokenizer "$WORK/tok" --work "$WORK/train" \
   --export "$WORK/model" --max-minutes "$TRAIN_MINUTES" --stop-after-minutes "$stop" \
-  --eval-data "$WORK/data/eval" --heldout-voices "$heldout" ${TRAIN_ARGS:-}
+  --eval-data "$WORK/data/eval" --heldout-voices "$heldout" ${INIT:+--init "$INIT"} ${TRAIN_ARGS:-}
 stop_bg_synth
 
 if ! "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$WORK/train/train_summary.json'))['finished'] else 1)"; then

@@ -19,7 +19,7 @@ from unittest import mock
 import torch
 import torchaudio
 
-from tools.reference import frontend
+from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig, randomize_
 from tools.train import (augment, checkpoint, codecs, corpus, gpu_frontend, hts, synth,
                          tokenizer, train)
@@ -823,6 +823,59 @@ class NoiseClipsTest(unittest.TestCase):
             self.assertNotIn("nan", log)
             summary, _, _ = self.run_train(d, 6, ["--noise-clips", "0"])
             self.assertEqual(summary["noise_clips"], 0.0)
+
+
+class InitTest(unittest.TestCase):
+    """train.py --init: a run starts from an exported model directory's
+    weights and CMVN; another geometry or other units are refused."""
+
+    run_train = ReloadShardsTest.run_train
+
+    def setup_run(self, d):
+        os.makedirs(os.path.join(d, "data", "train"))
+        os.makedirs(os.path.join(d, "tok"))
+        tokenizer.train_bpe(SENTENCES * 5, os.path.join(d, "tok", "bpe"), 40)
+        write_shard(os.path.join(d, "data", "train", "shard00000.pt"), "feats", 0)
+
+    def test_a_run_starts_from_the_exported_weights(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.setup_run(d)
+            first = os.path.join(d, "first")
+            self.run_train(d, 3, ["--export", first])
+            shutil.rmtree(os.path.join(d, "train"))
+            # Learning rate ~0: the second export is the first, rounded the same way.
+            second = os.path.join(d, "second")
+            summary, _, log = self.run_train(d, 1, ["--init", first, "--export", second,
+                                                    "--lr", "1e-30", "--dropout", "0"])
+            self.assertIn(f"initialized from {first}", log)
+            self.assertEqual(summary["init"], first)
+            a = model_dir.load_model_dir(first).state_dict()
+            b = model_dir.load_model_dir(second).state_dict()
+            self.assertEqual(a.keys(), b.keys())
+            for k in a:
+                self.assertTrue(torch.equal(a[k], b[k]), k)
+            # Without --init the same run starts elsewhere (and its CMVN is its own pass's).
+            shutil.rmtree(os.path.join(d, "train"))
+            third = os.path.join(d, "third")
+            self.run_train(d, 1, ["--export", third, "--lr", "1e-30", "--seed", "7"])
+            c = model_dir.load_model_dir(third).state_dict()
+            self.assertFalse(torch.equal(a["ctc.ctc_lo.weight"], c["ctc.ctc_lo.weight"]))
+
+    def test_another_geometry_or_other_units_are_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.setup_run(d)
+            first = os.path.join(d, "first")
+            self.run_train(d, 1, ["--export", first])
+            shutil.rmtree(os.path.join(d, "train"))
+            with self.assertRaisesRegex(SystemExit, "another geometry"):
+                self.run_train(d, 1, ["--init", first, "--linear-units", "64"])
+            units = os.path.join(first, "units.txt")
+            with open(units, encoding="utf-8") as f:
+                lines = f.readlines()
+            with open(units, "w", encoding="utf-8") as f:
+                f.writelines(lines[:-2] + lines[-1:])
+            with self.assertRaisesRegex(SystemExit, "units.txt is not this tokenizer's"):
+                self.run_train(d, 1, ["--init", first])
 
 
 class CheckpointTest(unittest.TestCase):

@@ -247,6 +247,25 @@ def build_model(a, vocab: int) -> ConformerCtcModel:
     return ConformerCtcModel(cfg)
 
 
+def init_weights(model: ConformerCtcModel, init_dir: str, tok: Tokenizer):
+    """Loads an exported model directory's encoder and CTC weights and its
+    global CMVN into `model` (float32), after checking that its units are
+    this tokenizer's and its geometry is the model's."""
+    with open(os.path.join(init_dir, "units.txt"), encoding="utf-8") as f:
+        units = [line.split()[0] for line in f if line.strip()]
+    if units != list(tok.units):
+        sys.exit(f"train: --init {init_dir}: its units.txt is not this tokenizer's "
+                 f"({len(units)} units against {tok.vocab_size})")
+    source = model_dir.load_model_dir(init_dir)
+    mine = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in source.state_dict().items()}
+    if mine != theirs:
+        diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        sys.exit(f"train: --init {init_dir}: another geometry ({len(diff)} tensors differ, "
+                 f"e.g. {diff[0]}: {theirs.get(diff[0])} against {mine.get(diff[0])})")
+    model.load_state_dict(source.state_dict())
+
+
 def lr_at(a, step: int, progress: float) -> float:
     warm = min(1.0, (step + 1) / a.warmup_steps)
     decay = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
@@ -274,6 +293,10 @@ def main(argv=None, epoch_hook=None):
     p.add_argument("--work", required=True, help="checkpoints and logs")
     p.add_argument("--export", help="model directory to write at the end")
     p.add_argument("--resume", help="checkpoint folder (default: newest under WORK/ckpt)")
+    p.add_argument("--init", help="start from the weights and CMVN of an exported model "
+                                  "directory (the same geometry and units as this run's); a "
+                                  "fresh optimizer, warm-up and schedule; ignored when a "
+                                  "checkpoint resumes the run")
     p.add_argument("--num-blocks", type=int, default=12)
     p.add_argument("--output-size", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
@@ -387,6 +410,9 @@ def main(argv=None, epoch_hook=None):
         step, train_seconds, epoch = state["step"], state["train_seconds"], state["epoch"]
         start_batch = state.get("batch", 0)
         log(f"resumed from {resume}: step {step}, {train_seconds / 60:.1f} min trained")
+    elif a.init:
+        init_weights(model, a.init, tok)  # copied into the parameters on the device
+        log(f"initialized from {a.init} (its weights and CMVN)")
     else:
         stats = cmvn_stats(store, make_batches(frames, a.batch_frames, random.Random(a.seed),
                                                shuffle=False))
@@ -488,6 +514,7 @@ def main(argv=None, epoch_hook=None):
                "utterances": len(frames), "hours": round(sum(frames) / 360000, 3),
                "utterances_added": len(frames) - utterances_at_start, "parameters": nparams,
                "data": kind, "online_augment": online, "noise_clips": noise_clips,
+               "init": a.init,
                "finished": bool(finished)}
     if a.export and finished:
         files = export(model, tok, a.export, a.max_file_mib)
