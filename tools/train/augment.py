@@ -379,6 +379,31 @@ def set_peak(x: torch.Tensor, peak_dbfs: torch.Tensor) -> torch.Tensor:
     return x * (gain / peak).unsqueeze(1)
 
 
+# The stages' probabilities that `set_probabilities` may change, by name.
+STAGE_PROBABILITIES = {"vtlp": "VTLP_PROB", "reverb": "REVERB_PROB",
+                       "telephone": "TELEPHONE_PROB", "noise": "NOISE_PROB"}
+
+
+def set_probabilities(spec: str) -> dict:
+    """Sets stages' probabilities from "name=p,name=p" (names of
+    STAGE_PROBABILITIES; "" changes nothing), for recipe comparisons; returns
+    every stage's probability as it now is. Raises ValueError on an unknown
+    name or a value outside [0, 1]."""
+    for item in filter(None, (t.strip() for t in spec.split(","))):
+        name, _, value = item.partition("=")
+        if name not in STAGE_PROBABILITIES:
+            raise ValueError(f"unknown augmentation stage {name!r}; known: "
+                             f"{', '.join(STAGE_PROBABILITIES)}")
+        try:
+            prob = float(value)
+        except ValueError:
+            prob = -1.0
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError(f"{item!r}: a probability in [0, 1] is needed")
+        globals()[STAGE_PROBABILITIES[name]] = prob
+    return {name: globals()[var] for name, var in STAGE_PROBABILITIES.items()}
+
+
 def draw(b: int, gen: torch.Generator) -> dict:
     """Augmentation parameters of b utterances (CPU tensors; gen a CPU
     generator): which stages apply to which utterance, and their settings."""

@@ -360,9 +360,21 @@ def main(argv=None):
                    help="share of training utterances passed through a GSM 06.10 or Opus "
                         "round trip (codecs.py) once, here; codecs whose library is missing "
                         "are left out")
+    p.add_argument("--augment", default="",
+                   help="--store feats: stages' probabilities for a recipe comparison, "
+                        "NAME=P[,NAME=P...] of " + ", ".join(augment.STAGE_PROBABILITIES)
+                        + " (augment.set_probabilities; recorded in synth_summary.json)")
     a = p.parse_args(argv)
 
     t0 = time.time()
+    if a.augment and a.store != "feats":
+        sys.exit("synth: --augment changes the augmentation at synthesis (--store feats); "
+                 "train.py --augment changes it for waveform shards")
+    try:
+        # Set before the workers are forked: they inherit it.
+        probabilities = augment.set_probabilities(a.augment)
+    except ValueError as e:
+        sys.exit(f"synth: --augment: {e}")
     if a.train_only and a.max_train <= 0:
         sys.exit("synth: --train-only needs --max-train > 0")
     first = os.path.join(a.out, "synth_summary.json")
@@ -445,6 +457,7 @@ def main(argv=None):
             os.remove(os.path.join(train_dir, leftover))
     summary = {"train_voices": train_families, "heldout_voices": heldout, "store": a.store,
                "codecs": codecs.available() if a.codec_share > 0 else [],
+               "augment": probabilities if a.store == "feats" else None,
                "codec_share": a.codec_share,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "minutes": round((time.time() - t0) / 60, 2)}

@@ -6,6 +6,8 @@ through train_forward, and tiny train.py runs that pick up a shard written
 between epochs (--reload-shards) and resume over more data."""
 
 import contextlib
+import glob
+import gzip
 import io
 import json
 import math
@@ -107,6 +109,22 @@ def test_waves(seconds=(0.9, 0.61, 0.37)):
 
 
 class AugmentTest(unittest.TestCase):
+    def test_stage_probabilities_can_be_set(self):
+        saved = augment.set_probabilities("")
+        try:
+            now = augment.set_probabilities("vtlp=0, noise=0.9")
+            self.assertEqual((now["vtlp"], now["noise"]), (0.0, 0.9))
+            self.assertEqual(now["reverb"], saved["reverb"])  # the others as they were
+            p = augment.draw(20000, torch.Generator().manual_seed(0))
+            self.assertFalse(bool(p["vtlp"].any()))
+            self.assertAlmostEqual(float(p["noise"].double().mean()), 0.9, delta=0.015)
+            for bad in ("pitch=0.1", "noise=1.5", "noise=x", "noise"):
+                with self.assertRaises(ValueError, msg=bad):
+                    augment.set_probabilities(bad)
+        finally:
+            augment.set_probabilities(",".join(f"{k}={v}" for k, v in saved.items()))
+        self.assertEqual(augment.set_probabilities(""), saved)
+
     def test_draw_follows_the_constants(self):
         p = augment.draw(20000, torch.Generator().manual_seed(0))
         for factor, prob in augment.SPEED_CHOICES:
@@ -823,6 +841,45 @@ class NoiseClipsTest(unittest.TestCase):
             self.assertNotIn("nan", log)
             summary, _, _ = self.run_train(d, 6, ["--noise-clips", "0"])
             self.assertEqual(summary["noise_clips"], 0.0)
+
+
+@unittest.skipUnless(shutil.which("espeak-ng"), "espeak-ng is not installed")
+class SynthAugmentTest(unittest.TestCase):
+    """synth.py --augment: feature shards made with the stages' probabilities
+    given (here: no vocal-tract warp, the telephone channel always), and the
+    summary says which; refused for waveform shards."""
+
+    def test_feature_shards_with_other_probabilities(self):
+        saved = augment.set_probabilities("")
+        with tempfile.TemporaryDirectory() as d:
+            corpus_dir = os.path.join(d, "corpus")
+            os.makedirs(corpus_dir)
+            for name in ("train.txt.gz", "heldout.txt.gz"):
+                with gzip.open(os.path.join(corpus_dir, name), "wt", encoding="utf-8") as f:
+                    f.write("\n".join(SENTENCES) + "\n")
+            out = os.path.join(d, "data")
+            args = ["--corpus", corpus_dir, "--out", out, "--voices", "espeak:en-us",
+                    "--heldout-voices", "", "--max-train", "12", "--eval-per-voice", "0",
+                    "--workers", "1", "--codec-share", "0", "--store", "feats"]
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    synth.main(args + ["--augment", "vtlp=0,telephone=1"])
+                with self.assertRaisesRegex(SystemExit, "--store feats"):
+                    synth.main(args[:-2] + ["--store", "wav", "--augment", "vtlp=0"])
+                with self.assertRaisesRegex(SystemExit, "unknown augmentation stage"):
+                    synth.main(args + ["--augment", "pitch=0.5"])
+            finally:
+                augment.set_probabilities(",".join(f"{k}={v}" for k, v in saved.items()))
+            with open(os.path.join(out, "synth_summary.json"), encoding="utf-8") as f:
+                summary = json.load(f)
+            self.assertEqual((summary["augment"]["vtlp"], summary["augment"]["telephone"]),
+                             (0.0, 1.0))
+            self.assertEqual(summary["augment"]["noise"], saved["noise"])
+            metas = [m for p in glob.glob(os.path.join(out, "train", "*.pt"))
+                     for m in torch.load(p, weights_only=False)["meta"]]
+            self.assertEqual(len(metas), 12)
+            self.assertTrue(all("telephone" in m["aug"] for m in metas))
+            self.assertFalse(any("vtlp_alpha" in m["aug"] for m in metas))
 
 
 class InitTest(unittest.TestCase):

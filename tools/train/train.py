@@ -56,7 +56,7 @@ import torch
 
 from tools.reference import frontend, model_dir
 from tools.reference.model import ConformerCtcModel, ModelConfig
-from tools.train import checkpoint
+from tools.train import augment, checkpoint
 from tools.train.evaluate import edit_distance, read_eval_rows
 from tools.train.gpu_frontend import (FRAME_LENGTH, FRAME_SHIFT, BatchFbank, FlatStore,
                                       WaveFeatures, frame_lengths, non_speech_clips,
@@ -314,6 +314,9 @@ def main(argv=None, epoch_hook=None):
     p.add_argument("--online-augment", action=argparse.BooleanOptionalAction, default=None,
                    help="fresh augmentation of every batch (augment.py) on the device; "
                         "default: on when the shards hold waveforms")
+    p.add_argument("--augment", default="",
+                   help="waveform shards: stages' probabilities of the augmentation at every "
+                        "step, NAME=P[,NAME=P...] (augment.set_probabilities)")
     p.add_argument("--noise-clips", type=float, default=0.04,
                    help="clips of silence, noise, hum or clicks (augment.non_speech) added to "
                         "each batch, as a fraction of its utterances, with empty transcripts: "
@@ -341,6 +344,10 @@ def main(argv=None, epoch_hook=None):
     p.add_argument("--heldout-voices", default="", help="voices left out of training")
     a = p.parse_args(argv)
     t_start = time.time()
+    try:
+        probabilities = augment.set_probabilities(a.augment)
+    except ValueError as e:
+        sys.exit(f"train: --augment: {e}")
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -357,6 +364,9 @@ def main(argv=None, epoch_hook=None):
     if online and kind != "wavs":
         sys.exit("train: --online-augment needs waveform shards (synth.py --store wav); "
                  f"{a.data}/train holds features, augmented at synthesis")
+    if a.augment and not online:
+        sys.exit("train: --augment changes the augmentation of waveform shards at every step; "
+                 f"{a.data}/train holds features (synth.py --augment changes theirs)")
     loaded = set(paths)
     utts, frames, tokens, voices = select(kind, utts, metas, tok, online)
     dropped = len(metas) - len(utts)
@@ -514,7 +524,7 @@ def main(argv=None, epoch_hook=None):
                "utterances": len(frames), "hours": round(sum(frames) / 360000, 3),
                "utterances_added": len(frames) - utterances_at_start, "parameters": nparams,
                "data": kind, "online_augment": online, "noise_clips": noise_clips,
-               "init": a.init,
+               "init": a.init, "augment": probabilities if online else None,
                "finished": bool(finished)}
     if a.export and finished:
         files = export(model, tok, a.export, a.max_file_mib)
