@@ -882,6 +882,40 @@ class SynthAugmentTest(unittest.TestCase):
             self.assertFalse(any("vtlp_alpha" in m["aug"] for m in metas))
 
 
+class ExcludeVoicesTest(unittest.TestCase):
+    """train.py --exclude-voices: the matching families' utterances are not
+    trained on (leave-one-family-out from one synthesis), in the first
+    shards and in those loaded later."""
+
+    run_train = ReloadShardsTest.run_train
+
+    def test_a_family_left_out(self):
+        with tempfile.TemporaryDirectory() as d:
+            InitTest.setup_run(self, d)  # 6 utterances, voices espeak:v0 and espeak:v1
+            summary, sizes, log = self.run_train(d, 2, ["--exclude-voices", "espeak:v1"])
+            self.assertEqual(summary["utterances"], 3)
+            self.assertEqual(summary["excluded_voices"], ["espeak:v1"])
+            self.assertIn("data: 3 utterances of espeak:v1 left out", log)
+            self.assertEqual(set(sizes), {3})
+            # A shard that appears between epochs: its espeak:v1 half is left out too.
+            shutil.rmtree(os.path.join(d, "train"))
+
+            def hook(epoch):
+                if epoch == 1:
+                    write_shard(os.path.join(d, "data", "train", "shard00001.pt"), "feats", 6)
+
+            summary, sizes, log = self.run_train(d, 8, ["--exclude-voices", "espeak:v1"], hook)
+            self.assertIn("data: +3 utterances", log)
+            self.assertEqual((summary["utterances"], summary["utterances_added"]), (6, 3))
+            self.assertEqual(sizes[-1], 6)
+
+    def test_every_family_left_out_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            InitTest.setup_run(self, d)
+            with self.assertRaisesRegex(SystemExit, "no training utterances left"):
+                self.run_train(d, 2, ["--exclude-voices", "espeak:*"])
+
+
 class InitTest(unittest.TestCase):
     """train.py --init: a run starts from an exported model directory's
     weights and CMVN; another geometry or other units are refused."""

@@ -43,6 +43,7 @@ model.safetensors split into parts of at most 16 MiB when larger.
 """
 
 import argparse
+import fnmatch
 import glob
 import json
 import math
@@ -107,9 +108,15 @@ def usable(metas, min_frames, tok: Tokenizer):
     return keep, tokens
 
 
-def select(kind, utts, metas, tok: Tokenizer, online: bool):
+def excluded(voice: str, patterns) -> bool:
+    """Whether a voice family matches one of the fnmatch `patterns`."""
+    return any(fnmatch.fnmatchcase(voice, p) for p in patterns)
+
+
+def select(kind, utts, metas, tok: Tokenizer, online: bool, exclude=()):
     """(utterances, their fbank frames, token id lists, voices) of those CTC
-    can train on (`usable`; for waveforms at their fastest augmented speed)."""
+    can train on (`usable`; for waveforms at their fastest augmented speed),
+    less those of voice families matching `exclude` (fnmatch patterns)."""
     if kind == "wavs":
         samples = torch.tensor([w.numel() for w in utts], dtype=torch.long)
         frames = frame_lengths(samples).tolist()
@@ -117,6 +124,9 @@ def select(kind, utts, metas, tok: Tokenizer, online: bool):
     else:
         frames = [f.size(0) for f in utts]
         keep, tokens = usable(metas, frames, tok)
+    if exclude:
+        kept = [(i, t) for i, t in zip(keep, tokens) if not excluded(metas[i]["voice"], exclude)]
+        keep, tokens = [i for i, _ in kept], [t for _, t in kept]
     return ([utts[i] for i in keep], [int(frames[i]) for i in keep], tokens,
             [metas[i]["voice"] for i in keep])
 
@@ -206,10 +216,14 @@ class HeldOut:
 
     CONFIGS = (("all left", 16, -1), ("4 left", 16, 4))
 
-    def __init__(self, eval_dir: str, per_voice: int, heldout_voices, tok: Tokenizer):
+    def __init__(self, eval_dir: str, per_voice: int, heldout_voices, tok: Tokenizer,
+                 exclude=()):
+        """Voices in `heldout_voices` or matching `exclude` (--exclude-voices)
+        count as held out."""
         rows = read_eval_rows(eval_dir, per_voice)
         self.refs = [r["text"].split() for r in rows]
-        self.heldout = [r["voice"] in heldout_voices for r in rows]
+        self.heldout = [r["voice"] in heldout_voices or excluded(r["voice"], exclude)
+                        for r in rows]
         self.feats = [frontend.fbank(read_wav(os.path.join(eval_dir, r["wav"]))[0]) for r in rows]
         self.tok = tok
         self.batch = None  # (features, lengths) on the device, made by the first wer().
@@ -342,6 +356,10 @@ def main(argv=None, epoch_hook=None):
     p.add_argument("--eval-per-voice", type=int, default=12)
     p.add_argument("--eval-minutes", type=float, default=1.5, help="minutes between WER logs")
     p.add_argument("--heldout-voices", default="", help="voices left out of training")
+    p.add_argument("--exclude-voices", default="",
+                   help="voice families (fnmatch patterns, comma-separated, e.g. "
+                        "'festival:*,flite:kal*') whose utterances in the shards are not "
+                        "trained on: leave-one-family-out runs from one synthesis")
     a = p.parse_args(argv)
     t_start = time.time()
     try:
@@ -368,8 +386,15 @@ def main(argv=None, epoch_hook=None):
         sys.exit("train: --augment changes the augmentation of waveform shards at every step; "
                  f"{a.data}/train holds features (synth.py --augment changes theirs)")
     loaded = set(paths)
-    utts, frames, tokens, voices = select(kind, utts, metas, tok, online)
-    dropped = len(metas) - len(utts)
+    exclude = [v for v in a.exclude_voices.split(",") if v]
+    utts, frames, tokens, voices = select(kind, utts, metas, tok, online, exclude)
+    left_out = sum(excluded(m["voice"], exclude) for m in metas) if exclude else 0
+    if exclude:
+        log(f"data: {left_out} utterances of {','.join(exclude)} left out (--exclude-voices)")
+    dropped = len(metas) - len(utts) - left_out
+    if not utts:
+        sys.exit(f"train: no training utterances left in {a.data}/train ({left_out} of "
+                 f"--exclude-voices {a.exclude_voices!r}, {dropped} too short for CTC)")
     store = (WaveFeatures(utts, device, online) if kind == "wavs"
              else FeatureStore(utts, device))
     del utts, metas
@@ -393,7 +418,7 @@ def main(argv=None, epoch_hook=None):
         _, utts, metas, other = load_shards(new, kind)
         for path in other:
             log(f"data: {path} is not a {kind} shard; left out")
-        utts, more, toks, _ = select(kind, utts, metas, tok, online)
+        utts, more, toks, _ = select(kind, utts, metas, tok, online, exclude)
         store.append(utts)
         frames.extend(more)
         tokens.extend(toks)
@@ -401,8 +426,8 @@ def main(argv=None, epoch_hook=None):
             f"shards ({len(metas) - len(more)} dropped), now {len(frames)} utterances, "
             f"{sum(frames) / 360000:.2f} h; loaded in {time.time() - t0:.1f} s")
 
-    held = (HeldOut(a.eval_data, a.eval_per_voice, set(a.heldout_voices.split(",")), tok)
-            if a.eval_data else None)
+    held = (HeldOut(a.eval_data, a.eval_per_voice, set(a.heldout_voices.split(",")), tok,
+                    exclude) if a.eval_data else None)
     model = build_model(a, tok.vocab_size)
     nparams = sum(p.numel() for p in model.parameters())
     step, train_seconds, epoch, start_batch = 0, 0.0, 0, 0
@@ -525,6 +550,7 @@ def main(argv=None, epoch_hook=None):
                "utterances_added": len(frames) - utterances_at_start, "parameters": nparams,
                "data": kind, "online_augment": online, "noise_clips": noise_clips,
                "init": a.init, "augment": probabilities if online else None,
+               "excluded_voices": exclude,
                "finished": bool(finished)}
     if a.export and finished:
         files = export(model, tok, a.export, a.max_file_mib)
