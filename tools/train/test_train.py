@@ -882,6 +882,15 @@ class SynthAugmentTest(unittest.TestCase):
             self.assertFalse(any("vtlp_alpha" in m["aug"] for m in metas))
 
 
+def setup_run(d):
+    """A training run's inputs under d: a tokenizer and one feature shard of
+    6 utterances (voices espeak:v0 and espeak:v1)."""
+    os.makedirs(os.path.join(d, "data", "train"))
+    os.makedirs(os.path.join(d, "tok"))
+    tokenizer.train_bpe(SENTENCES * 5, os.path.join(d, "tok", "bpe"), 40)
+    write_shard(os.path.join(d, "data", "train", "shard00000.pt"), "feats", 0)
+
+
 class ExcludeVoicesTest(unittest.TestCase):
     """train.py --exclude-voices: the matching families' utterances are not
     trained on (leave-one-family-out from one synthesis), in the first
@@ -891,7 +900,7 @@ class ExcludeVoicesTest(unittest.TestCase):
 
     def test_a_family_left_out(self):
         with tempfile.TemporaryDirectory() as d:
-            InitTest.setup_run(self, d)  # 6 utterances, voices espeak:v0 and espeak:v1
+            setup_run(d)
             summary, sizes, log = self.run_train(d, 2, ["--exclude-voices", "espeak:v1"])
             self.assertEqual(summary["utterances"], 3)
             self.assertEqual(summary["excluded_voices"], ["espeak:v1"])
@@ -911,7 +920,7 @@ class ExcludeVoicesTest(unittest.TestCase):
 
     def test_every_family_left_out_is_refused(self):
         with tempfile.TemporaryDirectory() as d:
-            InitTest.setup_run(self, d)
+            setup_run(d)
             with self.assertRaisesRegex(SystemExit, "no training utterances left"):
                 self.run_train(d, 2, ["--exclude-voices", "espeak:*"])
 
@@ -922,18 +931,18 @@ class InitTest(unittest.TestCase):
 
     run_train = ReloadShardsTest.run_train
 
-    def setup_run(self, d):
-        os.makedirs(os.path.join(d, "data", "train"))
-        os.makedirs(os.path.join(d, "tok"))
-        tokenizer.train_bpe(SENTENCES * 5, os.path.join(d, "tok", "bpe"), 40)
-        write_shard(os.path.join(d, "data", "train", "shard00000.pt"), "feats", 0)
+    def first_export(self, d, steps):
+        """A run's folder set up (setup_run) and its export after `steps`
+        steps; the run's work folder removed, so the next run starts afresh."""
+        setup_run(d)
+        first = os.path.join(d, "first")
+        self.run_train(d, steps, ["--export", first])
+        shutil.rmtree(os.path.join(d, "train"))
+        return first
 
     def test_a_run_starts_from_the_exported_weights(self):
         with tempfile.TemporaryDirectory() as d:
-            self.setup_run(d)
-            first = os.path.join(d, "first")
-            self.run_train(d, 3, ["--export", first])
-            shutil.rmtree(os.path.join(d, "train"))
+            first = self.first_export(d, 3)
             # Learning rate ~0: the second export is the first, rounded the same way.
             second = os.path.join(d, "second")
             summary, _, log = self.run_train(d, 1, ["--init", first, "--export", second,
@@ -954,10 +963,7 @@ class InitTest(unittest.TestCase):
 
     def test_another_geometry_or_other_units_are_refused(self):
         with tempfile.TemporaryDirectory() as d:
-            self.setup_run(d)
-            first = os.path.join(d, "first")
-            self.run_train(d, 1, ["--export", first])
-            shutil.rmtree(os.path.join(d, "train"))
+            first = self.first_export(d, 1)
             with self.assertRaisesRegex(SystemExit, "another geometry"):
                 self.run_train(d, 1, ["--init", first, "--linear-units", "64"])
             units = os.path.join(first, "units.txt")
