@@ -5,6 +5,7 @@ training utterance gets, drawn independently with the probabilities below:
 speed perturbation (0.9 / 1.1, pitch moves with it as with sox `speed`),
 vocal-tract length warping (the spectrum's frequency axis stretched,
 formants and pitch with it, the timing kept), synthetic reverberation, a
+microphone's response (high and low pass, tilt, resonances), a
 telephone channel (8 kHz round trip, a 300-3400 Hz band, and a G.711 mu-law
 or A-law round trip for two thirds of them), additive noise (white, pink or
 brown) at a random SNR, and a random peak level. Speed and warping are drawn
@@ -39,6 +40,17 @@ VTLP_PROB = 0.4
 VTLP_RANGE = (0.88, 1.12)  # frequency-axis stretch (> 1: a shorter vocal tract)
 VTLP_BOUNDARY = 0.7  # of Nyquist: the stretch is linear up to it, then meets Nyquist
 STFT_SIZE, STFT_HOP = 512, 128  # the warping stage's analysis
+MIC_PROB = 0.3
+# A microphone's (and its preamp's) magnitude response: a high pass (2nd
+# order), a low pass (4th order; at Nyquist: none), a tilt, and resonances or
+# dips (Gaussian in log frequency). Zero phase.
+MIC_HIGHPASS_HZ = (30.0, 300.0)
+MIC_LOWPASS_HZ = (3500.0, 8000.0)
+MIC_TILT_DB_PER_OCTAVE = (-2.5, 2.5)  # around 1 kHz
+MIC_PEAKS = 3
+MIC_PEAK_HZ = (150.0, 6000.0)
+MIC_PEAK_DB = (-8.0, 8.0)
+MIC_PEAK_OCTAVES = (0.25, 1.5)  # width (two standard deviations)
 TELEPHONE_PROB = 0.15
 TELEPHONE_RATE = 8000
 TELEPHONE_BAND = (300.0, 3400.0)  # Hz
@@ -166,6 +178,42 @@ def band_pass(low: float, high: float, taps: int = 511) -> torch.Tensor:
     h = (lowpass(high) - lowpass(low)) * torch.blackman_window(taps, periodic=False,
                                                                dtype=torch.float64)
     return h.to(torch.float32).unsqueeze(0)
+
+
+def mic_response_db(freqs: torch.Tensor, p: dict, rows: torch.Tensor) -> torch.Tensor:
+    """(R, F) gain in dB at `freqs` (Hz, > 0) of the microphone responses of
+    `rows` of draw()'s parameters."""
+    f = freqs.to(torch.float64).clamp(min=1.0).unsqueeze(0)
+    hp = p["mic_hp_hz"][rows].unsqueeze(1)
+    lp = p["mic_lp_hz"][rows].unsqueeze(1)
+    db = -10.0 * torch.log10(1.0 + (hp / f) ** 4)
+    db = db - torch.where(lp < SAMPLE_RATE / 2, 10.0 * torch.log10(1.0 + (f / lp) ** 8),
+                          torch.zeros_like(db))
+    db = db + p["mic_tilt_db"][rows].unsqueeze(1) * torch.log2(f / 1000.0)
+    for k in range(MIC_PEAKS):
+        centre = p["mic_peak_hz"][rows, k].unsqueeze(1)
+        sigma = p["mic_peak_octaves"][rows, k].unsqueeze(1) / 2
+        db = db + p["mic_peak_db"][rows, k].unsqueeze(1) * torch.exp(
+            -0.5 * (torch.log2(f / centre) / sigma) ** 2)
+    return db
+
+
+# Samples of zeros beyond a row before its spectrum is shaped: the responses'
+# impulse responses (zero phase, both sides) wrap around into them.
+MIC_GUARD = 4096
+
+
+def microphone(x: torch.Tensor, lengths: torch.Tensor, p: dict, rows: torch.Tensor):
+    """Rows (R, N) through their microphone responses (draw()'s parameters
+    of `rows`): zero phase, in the frequency domain; the RMS is kept."""
+    size = fft_size(x.size(1) + MIC_GUARD)
+    freqs = torch.fft.rfftfreq(size, 1.0 / SAMPLE_RATE)
+    gain = 10.0 ** (mic_response_db(freqs, p, rows) / 20.0)
+    y = torch.fft.irfft(torch.fft.rfft(x, size) * gain.to(x.device, torch.float32), size)
+    y = zero_padding(y[:, :x.size(1)], lengths)
+    rms_in = x.pow(2).sum(1).clamp(min=1e-12)
+    rms_out = y.pow(2).sum(1).clamp(min=1e-12)
+    return y * (rms_in / rms_out).sqrt().unsqueeze(1)
 
 
 _BAND = {}
@@ -380,7 +428,7 @@ def set_peak(x: torch.Tensor, peak_dbfs: torch.Tensor) -> torch.Tensor:
 
 
 # The stages' probabilities that `set_probabilities` may change, by name.
-STAGE_PROBABILITIES = {"vtlp": "VTLP_PROB", "reverb": "REVERB_PROB",
+STAGE_PROBABILITIES = {"vtlp": "VTLP_PROB", "reverb": "REVERB_PROB", "mic": "MIC_PROB",
                        "telephone": "TELEPHONE_PROB", "noise": "NOISE_PROB"}
 
 
@@ -421,6 +469,14 @@ def draw(b: int, gen: torch.Generator) -> dict:
     p["vtlp"] = torch.rand(b, generator=gen) < VTLP_PROB
     p["vtlp_alpha"] = uniform(VTLP_RANGE)
     p["reverb"] = torch.rand(b, generator=gen) < REVERB_PROB
+    p["mic"] = torch.rand(b, generator=gen) < MIC_PROB
+    p["mic_hp_hz"], p["mic_lp_hz"] = uniform(MIC_HIGHPASS_HZ), uniform(MIC_LOWPASS_HZ)
+    p["mic_tilt_db"] = uniform(MIC_TILT_DB_PER_OCTAVE)
+    log_lo, log_hi = math.log2(MIC_PEAK_HZ[0]), math.log2(MIC_PEAK_HZ[1])
+    peaks = torch.rand((b, MIC_PEAKS), generator=gen, dtype=torch.float64)
+    p["mic_peak_hz"] = 2.0 ** (log_lo + (log_hi - log_lo) * peaks)
+    p["mic_peak_db"] = torch.stack([uniform(MIC_PEAK_DB) for _ in range(MIC_PEAKS)], 1)
+    p["mic_peak_octaves"] = torch.stack([uniform(MIC_PEAK_OCTAVES) for _ in range(MIC_PEAKS)], 1)
     p["rt60"], p["drr_db"] = uniform(RT60_RANGE), uniform(DRR_DB_RANGE)
     p["telephone"] = torch.rand(b, generator=gen) < TELEPHONE_PROB
     p["codec"] = torch.randint(len(CODECS), (b,), generator=gen)
@@ -470,6 +526,7 @@ def augment_batch(x: torch.Tensor, lengths: torch.Tensor, p: dict, gen: torch.Ge
     stage(p["vtlp"], lambda s, n, rows: warp_vocal_tract(s, n, p["vtlp_alpha"][rows]))
     stage(p["reverb"], lambda s, n, rows: reverberate(
         s, n, room_responses(p["rt60"][rows], p["drr_db"][rows], gen, dev)))
+    stage(p["mic"], lambda s, n, rows: microphone(s, n, p, rows))
     stage(p["telephone"], lambda s, n, rows: telephone_channel(s, n, p["codec"][rows]))
     stage(p["noise"], lambda s, n, rows: add_noise(
         s, n, p["snr_db"][rows], torch.tensor(NOISE_EXPONENTS)[p["noise_kind"][rows]], gen))
@@ -490,6 +547,13 @@ def augment(x: torch.Tensor, rng: random.Random):
     if bool(p["reverb"][0]):
         desc["rt60"] = round(float(p["rt60"][0]), 3)
         desc["drr_db"] = round(float(p["drr_db"][0]), 1)
+    if bool(p["mic"][0]):
+        desc["mic"] = {"hp_hz": round(float(p["mic_hp_hz"][0])),
+                       "lp_hz": round(float(p["mic_lp_hz"][0])),
+                       "tilt_db": round(float(p["mic_tilt_db"][0]), 1),
+                       "peaks": [[round(float(p["mic_peak_hz"][0, k])),
+                                  round(float(p["mic_peak_db"][0, k]), 1)]
+                                 for k in range(MIC_PEAKS)]}
     if bool(p["telephone"][0]):
         desc["telephone"] = CODECS[int(p["codec"][0])]
     if bool(p["noise"][0]):

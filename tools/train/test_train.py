@@ -109,6 +109,36 @@ def test_waves(seconds=(0.9, 0.61, 0.37)):
 
 
 class AugmentTest(unittest.TestCase):
+    def test_microphone_response(self):
+        n = 4 * 16000
+        x = torch.randn(3, n, generator=torch.Generator().manual_seed(5)) * 0.1
+        lengths = torch.tensor([n, n, n - 16000])
+        x = augment.zero_padding(x, lengths)
+        p = augment.draw(3, torch.Generator().manual_seed(2))
+        p["mic_hp_hz"][0], p["mic_lp_hz"][0], p["mic_tilt_db"][0] = 1e-3, 8000.0, 0.0
+        p["mic_peak_db"][0] = 0.0  # row 0: a flat response
+        p["mic_hp_hz"][1], p["mic_lp_hz"][1], p["mic_tilt_db"][1] = 200.0, 4000.0, 2.0
+        p["mic_peak_hz"][1] = torch.tensor([1000.0, 2500.0, 6000.0], dtype=torch.float64)
+        p["mic_peak_db"][1] = torch.tensor([6.0, -6.0, 0.0], dtype=torch.float64)
+        rows = torch.arange(3)
+        y = augment.microphone(x, lengths, p, rows)
+        self.assertLess(float((y[0] - x[0]).abs().max()), 1e-4)  # flat: the identity
+        self.assertEqual(float(y[2, n - 16000:].abs().sum()), 0.0)  # padding stays zero
+        for i in range(3):  # the level is kept
+            self.assertAlmostEqual(float(y[i].pow(2).sum() / x[i].pow(2).sum()), 1.0, places=4)
+        # Row 1: the measured gain (output over input power in a third-octave
+        # band, relative to 1 kHz) follows the response's, within 1.5 dB.
+        want = augment.mic_response_db(torch.tensor([125.0, 500.0, 1000.0, 2500.0, 6000.0]), p,
+                                       torch.tensor([1]))[0]
+        measured = [band_energy_db(y[1], f / 2 ** (1 / 6), f * 2 ** (1 / 6))
+                    - band_energy_db(x[1], f / 2 ** (1 / 6), f * 2 ** (1 / 6))
+                    for f in (125.0, 500.0, 1000.0, 2500.0, 6000.0)]
+        for k, f in enumerate((125.0, 500.0, 1000.0, 2500.0, 6000.0)):
+            self.assertAlmostEqual(measured[k] - measured[2], float(want[k] - want[2]),
+                                   delta=1.5, msg=f"{f} Hz")
+        self.assertLess(float(want[0] - want[2]), -8.0)  # the high pass
+        self.assertLess(float(want[4] - want[2]), -10.0)  # the low pass at 4 kHz
+
     def test_stage_probabilities_can_be_set(self):
         saved = augment.set_probabilities("")
         try:
@@ -130,7 +160,8 @@ class AugmentTest(unittest.TestCase):
         for factor, prob in augment.SPEED_CHOICES:
             self.assertAlmostEqual(float((p["speed"] == factor).double().mean()), prob, delta=0.015)
         for key, prob in (("reverb", augment.REVERB_PROB), ("telephone", augment.TELEPHONE_PROB),
-                          ("noise", augment.NOISE_PROB), ("vtlp", augment.VTLP_PROB)):
+                          ("noise", augment.NOISE_PROB), ("vtlp", augment.VTLP_PROB),
+                          ("mic", augment.MIC_PROB)):
             self.assertAlmostEqual(float(p[key].double().mean()), prob, delta=0.015)
         self.assertEqual(sorted(p["codec"].unique().tolist()), list(range(len(augment.CODECS))))
         for key, (lo, hi) in (("rt60", augment.RT60_RANGE), ("drr_db", augment.DRR_DB_RANGE),
