@@ -10,7 +10,7 @@ Voice families (one family = one synthesizer voice or espeak-ng accent):
                     cmu_us_slt_arctic_hts) with random duration stretch;
                     for training, the HTS voice (cmu_us_slt_arctic_hts)
                     is a random speaker of its own (vocal-tract warp,
-                    pitch, rate, postfilter) through libHTSEngine (hts.py)
+                    pitch, rate) through libHTSEngine (hts.py)
                     where that library is installed.
 Families in --heldout-voices are never used for training, only for the
 evaluation set, so their WER shows how far the model generalises.
@@ -130,11 +130,16 @@ def voice_settings(family: str, rng: random.Random, clean: bool) -> dict:
     if clean:
         return {"stretch": 1.0}
     s = {"stretch": round(rng.uniform(0.8, 1.25), 3)}
-    if name == hts.VOICE and _hts_voice() is not None:
+    if name == hts.VOICE and HTS_SPEAKERS and _hts_voice() is not None:
         s.update(hts.draw(rng))  # a speaker of its own: libHTSEngine synthesizes it
     return s
 
 
+# --hts-speakers (set before the workers fork). An HTS utterance through
+# libHTSEngine costs ~1.7x festival's own (the labels and the engine: 168
+# against 100 ms for ~3 s on one core here), about 15 % of the synthesis'
+# throughput at the default engine shares.
+HTS_SPEAKERS = True
 _HTS = {}
 
 
@@ -218,7 +223,7 @@ def synthesize(items, tmp: str):
             lab = path[:-4] + ".lab"
             if os.path.exists(lab) and os.path.getsize(lab) > 0:
                 got = _hts_voice().synthesize(lab, s["alpha"], s["half_tone"],
-                                              1.0 / s["stretch"], s["beta"])
+                                              1.0 / s["stretch"])
         elif os.path.exists(path) and os.path.getsize(path) > 44:
             got = read_wav(path)
         out.append(None if got is None else augment.resample(got[0], got[1], SAMPLE_RATE))
@@ -360,6 +365,9 @@ def main(argv=None):
                    help="share of training utterances passed through a GSM 06.10 or Opus "
                         "round trip (codecs.py) once, here; codecs whose library is missing "
                         "are left out")
+    p.add_argument("--hts-speakers", action=argparse.BooleanOptionalAction, default=True,
+                   help="the HTS voice as a random speaker per training utterance "
+                        "(libHTSEngine, hts.py); off: festival's own synthesis with its rate")
     p.add_argument("--augment", default="",
                    help="--store feats: stages' probabilities for a recipe comparison, "
                         "NAME=P[,NAME=P...] of " + ", ".join(augment.STAGE_PROBABILITIES)
@@ -370,6 +378,8 @@ def main(argv=None):
     if a.augment and a.store != "feats":
         sys.exit("synth: --augment changes the augmentation at synthesis (--store feats); "
                  "train.py --augment changes it for waveform shards")
+    global HTS_SPEAKERS
+    HTS_SPEAKERS = a.hts_speakers  # before the workers are forked, as below
     try:
         # Set before the workers are forked: they inherit it.
         probabilities = augment.set_probabilities(a.augment)
@@ -458,6 +468,7 @@ def main(argv=None):
     summary = {"train_voices": train_families, "heldout_voices": heldout, "store": a.store,
                "codecs": codecs.available() if a.codec_share > 0 else [],
                "augment": probabilities if a.store == "feats" else None,
+               "hts_speakers": bool(HTS_SPEAKERS and _hts_voice() is not None),
                "codec_share": a.codec_share,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "minutes": round((time.time() - t0) / 60, 2)}

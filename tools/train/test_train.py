@@ -356,6 +356,17 @@ def band_energy_db(x, low, high):
     return 10 * math.log10(float(spec[(freqs >= low) & (freqs < high)].sum()) + 1e-12)
 
 
+def write_corpus(d):
+    """A corpus folder under d for synth.py: SENTENCES as both its training
+    and its held-out sentences."""
+    corpus_dir = os.path.join(d, "corpus")
+    os.makedirs(corpus_dir)
+    for name in ("train.txt.gz", "heldout.txt.gz"):
+        with gzip.open(os.path.join(corpus_dir, name), "wt", encoding="utf-8") as f:
+            f.write("\n".join(SENTENCES) + "\n")
+    return corpus_dir
+
+
 def spectral_centroid(x, below=5000.0):
     """Power-weighted mean frequency (Hz) of 16 kHz audio below `below`."""
     spec = torch.stft(x, 1024, 256, window=torch.hann_window(1024), return_complex=True)
@@ -394,12 +405,12 @@ class HtsVoiceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         settings = {
-            "default": {"stretch": 1.0, "alpha": 0.45, "half_tone": 0.0, "beta": 0.0},
+            "default": {"stretch": 1.0, "alpha": 0.45, "half_tone": 0.0},
             "festival": {"stretch": 1.0},  # festival's own synthesis, as the evaluation set
-            "alpha 0.40": {"stretch": 1.0, "alpha": 0.40, "half_tone": 0.0, "beta": 0.0},
-            "alpha 0.50": {"stretch": 1.0, "alpha": 0.50, "half_tone": 0.0, "beta": 0.0},
-            "6 half tones down": {"stretch": 1.0, "alpha": 0.45, "half_tone": -6.0, "beta": 0.0},
-            "slower": {"stretch": 1.25, "alpha": 0.45, "half_tone": 0.0, "beta": 0.0},
+            "alpha 0.40": {"stretch": 1.0, "alpha": 0.40, "half_tone": 0.0},
+            "alpha 0.50": {"stretch": 1.0, "alpha": 0.50, "half_tone": 0.0},
+            "6 half tones down": {"stretch": 1.0, "alpha": 0.45, "half_tone": -6.0},
+            "slower": {"stretch": 1.25, "alpha": 0.45, "half_tone": 0.0},
         }
         with tempfile.TemporaryDirectory() as tmp:
             waves = synth.synthesize([(cls.FAMILY, cls.TEXT, s) for s in settings.values()], tmp)
@@ -435,11 +446,30 @@ class HtsVoiceTest(unittest.TestCase):
         self.assertAlmostEqual(self.x["slower"].numel() / self.x["default"].numel(), 1.25,
                                delta=0.06)
 
+    def test_synth_hts_speakers_switch(self):
+        with tempfile.TemporaryDirectory() as d:
+            corpus_dir = write_corpus(d)
+            for flag, speakers in (("--hts-speakers", True), ("--no-hts-speakers", False)):
+                out = os.path.join(d, flag)
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        synth.main(["--corpus", corpus_dir, "--out", out, "--voices", self.FAMILY,
+                                    "--heldout-voices", "", "--max-train", "4",
+                                    "--eval-per-voice", "0", "--workers", "1",
+                                    "--codec-share", "0", "--store", "wav", flag])
+                finally:
+                    synth.HTS_SPEAKERS = True
+                with open(os.path.join(out, "synth_summary.json"), encoding="utf-8") as f:
+                    self.assertEqual(json.load(f)["hts_speakers"], speakers)
+                metas = [m for p in glob.glob(os.path.join(out, "train", "*.pt"))
+                         for m in torch.load(p, weights_only=False)["meta"]]
+                self.assertEqual(len(metas), 4)
+                self.assertEqual({"alpha" in m["settings"] for m in metas}, {speakers}, flag)
+
     def test_training_settings_draw_a_speaker(self):
         rng = random.Random(4)
         drawn = [synth.voice_settings(self.FAMILY, rng, clean=False) for _ in range(200)]
-        for key, (lo, hi) in (("alpha", hts.ALPHA_RANGE), ("half_tone", hts.HALF_TONE_RANGE),
-                              ("beta", hts.BETA_RANGE)):
+        for key, (lo, hi) in (("alpha", hts.ALPHA_RANGE), ("half_tone", hts.HALF_TONE_RANGE)):
             values = [d[key] for d in drawn]
             self.assertTrue(lo <= min(values) and max(values) <= hi, key)
             self.assertGreater(max(values) - min(values), 0.8 * (hi - lo), key)
@@ -883,11 +913,7 @@ class SynthAugmentTest(unittest.TestCase):
     def test_feature_shards_with_other_probabilities(self):
         saved = augment.set_probabilities("")
         with tempfile.TemporaryDirectory() as d:
-            corpus_dir = os.path.join(d, "corpus")
-            os.makedirs(corpus_dir)
-            for name in ("train.txt.gz", "heldout.txt.gz"):
-                with gzip.open(os.path.join(corpus_dir, name), "wt", encoding="utf-8") as f:
-                    f.write("\n".join(SENTENCES) + "\n")
+            corpus_dir = write_corpus(d)
             out = os.path.join(d, "data")
             args = ["--corpus", corpus_dir, "--out", out, "--voices", "espeak:en-us",
                     "--heldout-voices", "", "--max-train", "12", "--eval-per-voice", "0",
