@@ -181,20 +181,25 @@ def band_pass(low: float, high: float, taps: int = 511) -> torch.Tensor:
 
 
 def mic_response_db(freqs: torch.Tensor, p: dict, rows: torch.Tensor) -> torch.Tensor:
-    """(R, F) gain in dB at `freqs` (Hz, > 0) of the microphone responses of
-    `rows` of draw()'s parameters."""
-    f = freqs.to(torch.float64).clamp(min=1.0).unsqueeze(0)
-    hp = p["mic_hp_hz"][rows].unsqueeze(1)
-    lp = p["mic_lp_hz"][rows].unsqueeze(1)
+    """(R, F) float32 gain in dB at `freqs` (Hz, > 0), on freqs' device, of
+    the microphone responses of `rows` of draw()'s parameters."""
+    dev = freqs.device
+    f = freqs.to(torch.float32).clamp(min=1.0).unsqueeze(0)
+
+    def param(name):  # (R, 1) or (R, MIC_PEAKS), float32, on the device
+        v = p[name][rows].to(dev, torch.float32)
+        return v.unsqueeze(1) if v.dim() == 1 else v
+
+    hp, lp = param("mic_hp_hz"), param("mic_lp_hz")
     db = -10.0 * torch.log10(1.0 + (hp / f) ** 4)
     db = db - torch.where(lp < SAMPLE_RATE / 2, 10.0 * torch.log10(1.0 + (f / lp) ** 8),
                           torch.zeros_like(db))
-    db = db + p["mic_tilt_db"][rows].unsqueeze(1) * torch.log2(f / 1000.0)
+    db = db + param("mic_tilt_db") * torch.log2(f / 1000.0)
+    centre, gain = param("mic_peak_hz"), param("mic_peak_db")
+    sigma = param("mic_peak_octaves") / 2
     for k in range(MIC_PEAKS):
-        centre = p["mic_peak_hz"][rows, k].unsqueeze(1)
-        sigma = p["mic_peak_octaves"][rows, k].unsqueeze(1) / 2
-        db = db + p["mic_peak_db"][rows, k].unsqueeze(1) * torch.exp(
-            -0.5 * (torch.log2(f / centre) / sigma) ** 2)
+        db = db + gain[:, k:k + 1] * torch.exp(
+            -0.5 * (torch.log2(f / centre[:, k:k + 1]) / sigma[:, k:k + 1]) ** 2)
     return db
 
 
@@ -207,9 +212,9 @@ def microphone(x: torch.Tensor, lengths: torch.Tensor, p: dict, rows: torch.Tens
     """Rows (R, N) through their microphone responses (draw()'s parameters
     of `rows`): zero phase, in the frequency domain; the RMS is kept."""
     size = fft_size(x.size(1) + MIC_GUARD)
-    freqs = torch.fft.rfftfreq(size, 1.0 / SAMPLE_RATE)
-    gain = 10.0 ** (mic_response_db(freqs, p, rows) / 20.0)
-    y = torch.fft.irfft(torch.fft.rfft(x, size) * gain.to(x.device, torch.float32), size)
+    freqs = torch.fft.rfftfreq(size, 1.0 / SAMPLE_RATE, device=x.device)
+    gain = 10.0 ** (mic_response_db(freqs, p, rows) / 20.0)  # made where x is
+    y = torch.fft.irfft(torch.fft.rfft(x, size) * gain, size)
     y = zero_padding(y[:, :x.size(1)], lengths)
     rms_in = x.pow(2).sum(1).clamp(min=1e-12)
     rms_out = y.pow(2).sum(1).clamp(min=1e-12)

@@ -66,7 +66,6 @@ def _load():
                     ("HTS_Engine_get_alpha", d, [v]),
                     ("HTS_Engine_get_sampling_frequency", sz, [v]),
                     ("HTS_Engine_set_alpha", None, [v, d]),
-                    ("HTS_Engine_set_beta", None, [v, d]),
                     ("HTS_Engine_set_speed", None, [v, d]),
                     ("HTS_Engine_add_half_tone", None, [v, d]),
                     ("HTS_Engine_synthesize_from_fn", ctypes.c_char, [v, ctypes.c_char_p]),
@@ -118,12 +117,11 @@ class HtsVoice:
         self.rate = lib.HTS_Engine_get_sampling_frequency(self.engine)
 
     def synthesize(self, label_path: str, alpha: float = None, half_tone: float = 0.0,
-                   speed: float = 1.0, beta: float = 0.0):
+                   speed: float = 1.0):
         """(float32 waveform in [-1, 1), sample rate) of a label file; None
         if the engine fails on it. alpha None: the voice's own."""
         lib, e = self.lib, self.engine
         lib.HTS_Engine_set_alpha(e, self.alpha if alpha is None else alpha)
-        lib.HTS_Engine_set_beta(e, beta)
         lib.HTS_Engine_set_speed(e, speed)
         lib.HTS_Engine_add_half_tone(e, half_tone)  # sets the shift (it does not accumulate)
         try:

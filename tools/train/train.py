@@ -398,7 +398,6 @@ def main(argv=None, epoch_hook=None):
     store = (WaveFeatures(utts, device, online) if kind == "wavs"
              else FeatureStore(utts, device))
     del utts, metas
-    noise_clips = a.noise_clips
     hours = sum(frames) / 100 / 3600
     utterances_at_start = len(frames)
     log(f"data: {len(frames)} utterances ({'waveforms' if kind == 'wavs' else 'features'}, "
@@ -491,7 +490,7 @@ def main(argv=None, epoch_hook=None):
                                shuffle=not (a.sortagrad and epoch == 0))
         for idx in batches[start_batch:]:
             t0 = time.time()
-            extra = int(len(idx) * noise_clips + rng.random()) if noise_clips else 0
+            extra = int(len(idx) * a.noise_clips + rng.random()) if a.noise_clips else 0
             x, lengths = store.batch(idx, extra) if extra else store.batch(idx)
             targets, tlens = batch_targets(idx, tokens, device)
             if extra:  # the non-speech clips' transcripts are empty
@@ -548,7 +547,7 @@ def main(argv=None, epoch_hook=None):
     summary = {"steps": step, "epochs": epoch, "train_minutes": round(train_seconds / 60, 2),
                "utterances": len(frames), "hours": round(sum(frames) / 360000, 3),
                "utterances_added": len(frames) - utterances_at_start, "parameters": nparams,
-               "data": kind, "online_augment": online, "noise_clips": noise_clips,
+               "data": kind, "online_augment": online, "noise_clips": a.noise_clips,
                "init": a.init, "augment": probabilities if online else None,
                "excluded_voices": exclude,
                "finished": bool(finished)}
