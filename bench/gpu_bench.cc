@@ -446,6 +446,11 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
   app.add_flag("--dense-decode", dense, "Copy whole log-probs to the decoder");
+  std::string stem = "recompute";
+  app.add_option("--stem", stem,
+                 "CUDA: how the subsampling stem computes its first stage, recompute or "
+                 "tensor-cores")
+      ->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
       ->capture_default_str();
@@ -459,6 +464,12 @@ int Main(int argc, char** argv) {
   settings.model.cpu_threads = decode_threads;
   if (absl::Status s = SetComputeFlags(device, dtype, &settings.model); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 2;
+  }
+  if (absl::StatusOr<kernels::StemKernel> k = ParseStemKernel(stem); k.ok()) {
+    settings.model.stem = *k;
+  } else {
+    std::fprintf(stderr, "--stem: %s\n", k.status().ToString().c_str());
     return 2;
   }
   if (search != "greedy" && search != "beam") {

@@ -1,9 +1,10 @@
 // oasr-bench-stem: the conv2d subsampling stem alone (two 3 x 3 stride-2
 // stages with bias and ReLU, 1 -> C -> C channels, over a chunk's window of
 // fbank frames) for B images, the way the encoder runs it: "fused", stage 1
-// recomputed inside stage 2's patch gather, then cuBLASLt (the CUDA
-// default); "unfused", each stage an im2col into the arena and a cuBLASLt
-// GEMM. Prints the median time of --reps runs (CUDA events; the wall clock
+// recomputed for every element of stage 2's patch gather, then cuBLASLt (the
+// CUDA default); "fused-tc", stage 1 on the tensor cores once per block of
+// the gather (kernels::StemKernel::kTensorCores), then cuBLASLt; "unfused",
+// each stage an im2col into the arena and a cuBLASLt GEMM. Prints the median time of --reps runs (CUDA events; the wall clock
 // on the CPU, unfused only) and the rate from the stages' FLOP count, for
 // the side-by-side with cuDNN in bench/gpu/stem_torch.py.
 #include <algorithm>
@@ -38,8 +39,18 @@ std::vector<float> Random(size_t n, float scale, std::mt19937& rng) {
   return v;
 }
 
+struct Variant {
+  const char* name;
+  bool fused;
+  kernels::StemKernel kernel;
+};
+constexpr Variant kVariants[] = {{"fused", true, kernels::StemKernel::kRecompute},
+                                 {"fused-tc", true, kernels::StemKernel::kTensorCores},
+                                 {"unfused", false, kernels::StemKernel::kRecompute}};
+
 absl::StatusOr<double> TimeStem(ExecutionContext& ctx, const Geometry& geo, int64_t batch,
-                                bool fused, DType dtype, int reps) {
+                                const Variant& variant, DType dtype, int reps) {
+  const bool fused = variant.fused;
   std::mt19937 rng(3);
   const int c = geo.channels;
   const std::vector<float> w1 = Random(size_t{static_cast<size_t>(c)} * 9, 0.3f, rng);
@@ -51,7 +62,9 @@ absl::StatusOr<double> TimeStem(ExecutionContext& ctx, const Geometry& geo, int6
                         kernels::Conv2dOp::Create(w1.data(), b1.data(), o1, ctx));
   OASR_ASSIGN_OR_RETURN(kernels::Conv2dOp stage2,
                         kernels::Conv2dOp::Create(w2.data(), b2.data(), o2, ctx));
-  if (fused) OASR_RETURN_IF_ERROR(stage2.FuseFirstStage(w1.data(), b1.data(), o1, ctx));
+  if (fused) {
+    OASR_RETURN_IF_ERROR(stage2.FuseFirstStage(w1.data(), b1.data(), o1, ctx, variant.kernel));
+  }
   const int64_t h1 = stage1.OutSize(geo.h), w1s = stage1.OutSize(geo.w);
   const int64_t h2 = stage2.OutSize(h1), w2s = stage2.OutSize(w1s);
 
@@ -142,20 +155,20 @@ int Main(int argc, char** argv) {
               static_cast<long>(geo.h), static_cast<long>(geo.w), static_cast<long>(h1),
               static_cast<long>(w1), geo.channels, static_cast<long>(h2), static_cast<long>(w2),
               geo.channels, (*ctx)->Describe().c_str(), DTypeName(dtype), flops_per_image / 1e6);
-  std::printf("%8s %8s %12s %10s\n", "B", "stem", "ms", "TFLOP/s");
+  std::printf("%8s %9s %12s %10s\n", "B", "stem", "ms", "TFLOP/s");
   for (absl::string_view part : absl::StrSplit(batches, ',')) {
     int64_t batch = 0;
     if (!absl::SimpleAtoi(part, &batch) || batch < 1) continue;
-    for (bool fused : {true, false}) {
-      if (fused && !cuda) continue;  // The fused gather is a CUDA kernel.
-      absl::StatusOr<double> ms = TimeStem(**ctx, geo, batch, fused, dtype, reps);
-      const char* name = fused ? "fused" : "unfused";
+    for (const Variant& variant : kVariants) {
+      if (variant.fused && !cuda) continue;  // The fused gather is a CUDA kernel.
+      absl::StatusOr<double> ms = TimeStem(**ctx, geo, batch, variant, dtype, reps);
+      const char* name = variant.name;
       if (!ms.ok()) {
-        std::printf("%8ld %8s  %s\n", static_cast<long>(batch), name,
+        std::printf("%8ld %9s  %s\n", static_cast<long>(batch), name,
                     std::string(ms.status().message()).c_str());
         continue;
       }
-      std::printf("%8ld %8s %12.3f %10.1f\n", static_cast<long>(batch), name, *ms,
+      std::printf("%8ld %9s %12.3f %10.1f\n", static_cast<long>(batch), name, *ms,
                   batch * flops_per_image / (*ms * 1e9));
       std::fflush(stdout);
     }

@@ -144,9 +144,9 @@ absl::Status ConformerEncoder::Init() {
   // On CUDA the one-channel first stage runs inside the second's patch
   // gather: its activation never reaches memory.
   if (ctx_->is_cuda() && subsampling_.size() >= 2 && w.conv_kernel[0] == 3) {
-    OASR_RETURN_IF_ERROR(subsampling_[1].FuseFirstStage(w.conv_weight[0].data<float>(),
-                                                        w.conv_bias[0].data<float>(),
-                                                        subsampling_[0].options(), *ctx_));
+    OASR_RETURN_IF_ERROR(
+        subsampling_[1].FuseFirstStage(w.conv_weight[0].data<float>(), w.conv_bias[0].data<float>(),
+                                       subsampling_[0].options(), *ctx_, options_.stem));
     first_stage_ = 1;
   }
   OASR_ASSIGN_OR_RETURN(embed_out_,

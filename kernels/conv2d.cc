@@ -96,7 +96,8 @@ absl::StatusOr<Conv2dOp> Conv2dOp::Create(const float* weight, const float* bias
 }
 
 absl::Status Conv2dOp::FuseFirstStage(const float* weight, const float* bias,
-                                      const Conv2dOptions& first, ExecutionContext& ctx) {
+                                      const Conv2dOptions& first, ExecutionContext& ctx,
+                                      StemKernel kernel) {
   if (!ctx.is_cuda() || first.in_channels != 1 || first.kernel != 3 ||
       first.out_channels != options_.in_channels || weight == nullptr || bias == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -107,6 +108,7 @@ absl::Status Conv2dOp::FuseFirstStage(const float* weight, const float* bias,
   const int64_t n = int64_t{first.out_channels} * 9;
   FusedFirst f;
   f.options = first;
+  f.kernel = kernel;
   OASR_ASSIGN_OR_RETURN(f.weight, Tensor::Empty({n}, DType::kFloat32, ctx.device()));
   OASR_ASSIGN_OR_RETURN(f.bias, Tensor::Empty({first.out_channels}, DType::kFloat32, ctx.device()));
   OASR_RETURN_IF_ERROR(
@@ -187,6 +189,7 @@ absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const 
       f.patches = patches;
       f.patch_dtype = options_.dtype;
       f.ld = ld_;
+      f.kernel = fused_->kernel;
       LaunchFusedStem(f, ctx.stream());
     } else
 #endif

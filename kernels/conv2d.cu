@@ -188,6 +188,227 @@ __global__ void __launch_bounds__(kStemThreads)
   }
 }
 
+// The same patches with stage 1 on the tensor cores, each stage-1 value
+// computed once per block. A block takes one stage-2 row (image i, row t2):
+// its k2 stage-1 rows (P = k2 * w1 positions, every channel) are computed by
+// mma.sync m16n8k16 into shared memory, then copied out as patches, 16 bytes
+// a thread (a warp writes 512 contiguous bytes for c1 = 256). Stage 1 has 9
+// taps, so its K of 32 holds each tap three times to keep float32 accuracy
+// with float16 operands: x_hi w_hi + x_lo w_hi + x_hi w_lo (k 0-8, 9-17 and
+// 18-26; 27-31 zero), where v_hi = half(v) and v_lo = half(v - v_hi). Needs
+// c1 in {64, 128, 256, 512}, a 16-bit patch dtype, ld a multiple of 8, aligned
+// patches and inputs within float16's range (log-mel features are).
+constexpr int kStemMmaThreads = 256;
+constexpr int kStemMmaWarps = kStemMmaThreads / 32;
+
+struct StemMmaGeometry {
+  int h1 = 0, w1 = 0, h2 = 0, w2 = 0;
+  int rows_in = 0;    // Input rows a block reads.
+  int positions = 0;  // Stage-1 positions a block computes (k2 * w1).
+  int stride = 0;     // Elements per position in shared memory (c1 + 8: conflict-free stores).
+  size_t frag_bytes = 0, bias_bytes = 0, x_bytes = 0, s1_bytes = 0;
+  size_t Total() const { return frag_bytes + bias_bytes + x_bytes + s1_bytes; }
+};
+
+StemMmaGeometry StemMmaShape(const FusedStemParams& p) {
+  StemMmaGeometry g;
+  g.h1 = static_cast<int>(Conv2dOp::OutSize(p.h, 3, p.s1));
+  g.w1 = static_cast<int>(Conv2dOp::OutSize(p.w, 3, p.s1));
+  g.h2 = static_cast<int>(Conv2dOp::OutSize(g.h1, p.k2, p.s2));
+  g.w2 = static_cast<int>(Conv2dOp::OutSize(g.w1, p.k2, p.s2));
+  g.rows_in = (p.k2 - 1) * p.s1 + 3;
+  g.positions = p.k2 * g.w1;
+  g.stride = p.c1 + 8;
+  g.frag_bytes = static_cast<size_t>(p.c1 / 8) * 32 * sizeof(uint4);
+  g.bias_bytes = static_cast<size_t>(p.c1) * sizeof(float);
+  g.x_bytes = (static_cast<size_t>(g.rows_in) * p.w * sizeof(float) + 15) / 16 * 16;
+  g.s1_bytes = static_cast<size_t>(g.positions) * g.stride * 2;
+  return g;
+}
+
+__device__ __forceinline__ uint32_t PackHalves(__half lo, __half hi) {
+  const __half2 v = __halves2half2(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Operand k of stage 1's K = 32: which copy of the taps (0: hi, 1: lo for
+// the input and hi for the weight, 2: hi for the input and lo for the
+// weight, 3: zero) and which tap.
+__device__ __forceinline__ void StemK(int k, int& part, int& tap) {
+  part = k < 27 ? k / 9 : 3;
+  tap = k < 27 ? k % 9 : 0;
+}
+
+template <typename Out, int kC1>
+__global__ void __launch_bounds__(kStemMmaThreads, 2)
+    FusedStemMmaKernel(FusedStemParams p, StemMmaGeometry g) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint4* frags = reinterpret_cast<uint4*>(smem);  // [c1 / 8][32 lanes]
+  float* bias = reinterpret_cast<float*>(smem + g.frag_bytes);
+  float* x = reinterpret_cast<float*>(smem + g.frag_bytes + g.bias_bytes);  // [rows_in][w]
+  Out* s1 = reinterpret_cast<Out*>(smem + g.frag_bytes + g.bias_bytes + g.x_bytes);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int gid = lane / 4, q = lane % 4;
+  constexpr int kTiles = kC1 / 8;  // n8 tiles of stage-1 channels.
+
+  // The weights as B fragments (lane's n = tile * 8 + gid; k = st * 16 +
+  // half * 8 + 2q + e), and the bias.
+  for (int idx = threadIdx.x; idx < kTiles * 32; idx += blockDim.x) {
+    const int tile = idx / 32, l = idx % 32;
+    const int n = tile * 8 + l / 4, lq = l % 4;
+    uint32_t r[4];
+#pragma unroll
+    for (int st = 0; st < 2; ++st) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        __half v[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int part, tap;
+          StemK(st * 16 + hf * 8 + 2 * lq + e, part, tap);
+          const float w = p.w1[n * 9 + tap];
+          const __half hi = __float2half_rn(w);
+          v[e] = part == 3   ? __float2half_rn(0.0f)
+                 : part == 2 ? __float2half_rn(w - __half2float(hi))
+                             : hi;
+        }
+        r[st * 2 + hf] = PackHalves(v[0], v[1]);
+      }
+    }
+    frags[idx] = make_uint4(r[0], r[1], r[2], r[3]);
+  }
+  for (int c = threadIdx.x; c < kC1; c += blockDim.x) bias[c] = p.b1[c];
+
+  // This lane's 8 A operands: their offsets in the input window of a
+  // position and which part they are.
+  int off[8], part[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int st = j / 4, hf = (j / 2) % 2, e = j % 2;
+    int tap;
+    StemK(st * 16 + hf * 8 + 2 * q + e, part[j], tap);
+    off[j] = (tap / 3) * static_cast<int>(p.w) + tap % 3;
+  }
+  const int m_tiles = (g.positions + 15) / 16;
+  constexpr int kVecs = kC1 / 8;                      // 16-byte vectors a patch element.
+  constexpr int kUnitStep = kStemMmaThreads / kVecs;  // Patch elements a pass.
+  const int cv = threadIdx.x % kVecs;
+  const int64_t patch = static_cast<int64_t>(p.k2) * p.k2 * kC1;
+
+  for (int64_t rb = blockIdx.x; rb < p.n * g.h2; rb += gridDim.x) {
+    const int64_t i = rb / g.h2, t2 = rb % g.h2;
+    LoadStemRows(p, i, t2 * p.s2 * p.s1, g.rows_in, x);  // Barriers on both sides.
+
+    // Stage 1: a warp per m16 tile of positions, every channel.
+    for (int mt = warp; mt < m_tiles; mt += kStemMmaWarps) {
+      int pos[2];
+      uint32_t a[2][4];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        pos[r] = mt * 16 + gid + r * 8;
+        const int pc = pos[r] < g.positions ? pos[r] : g.positions - 1;
+        const float* xb = x + (pc / g.w1) * p.s1 * p.w + (pc % g.w1) * p.s1;
+        __half v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xv = xb[off[j]];
+          const __half hi = __float2half_rn(xv);
+          v[j] = part[j] == 3   ? __float2half_rn(0.0f)
+                 : part[j] == 1 ? __float2half_rn(xv - __half2float(hi))
+                                : hi;
+        }
+        // a0/a2 are row gid's k pairs (2q, 8 + 2q), a1/a3 row gid + 8's.
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          a[st][r] = PackHalves(v[st * 4], v[st * 4 + 1]);
+          a[st][r + 2] = PackHalves(v[st * 4 + 2], v[st * 4 + 3]);
+        }
+      }
+#pragma unroll 4
+      for (int tile = 0; tile < kTiles; ++tile) {
+        const uint4 b = frags[tile * 32 + lane];
+        const int ch = tile * 8 + 2 * q;
+        const float2 bb = *reinterpret_cast<const float2*>(bias + ch);
+        float d[4] = {bb.x, bb.y, bb.x, bb.y};
+        cuda::Mma<__half>(d, a[0], b.x, b.y);
+        cuda::Mma<__half>(d, a[1], b.z, b.w);
+        if (pos[0] < g.positions) {
+          *reinterpret_cast<uint32_t*>(s1 + pos[0] * g.stride + ch) =
+              PackPair<Out>(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
+        }
+        if (pos[1] < g.positions) {
+          *reinterpret_cast<uint32_t*>(s1 + pos[1] * g.stride + ch) =
+              PackPair<Out>(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
+        }
+      }
+    }
+    __syncthreads();
+
+    // The patches of stage-2 row t2: element (f2, a, b) is stage-1 position
+    // (a, f2 * s2 + b) of the block, c1 channels.
+    Out* row = static_cast<Out*>(p.patches) + (i * g.h2 + t2) * g.w2 * p.ld + cv * 8;
+    int u = threadIdx.x / kVecs;
+    int f2 = u % g.w2, ab = u / g.w2;
+    int a = ab / p.k2, b = ab % p.k2;
+    while (ab < p.k2 * p.k2) {
+      const uint4 v =
+          *reinterpret_cast<const uint4*>(s1 + (a * g.w1 + f2 * p.s2 + b) * g.stride + cv * 8);
+      *reinterpret_cast<uint4*>(row + static_cast<int64_t>(f2) * p.ld + ab * kC1) = v;
+      f2 += kUnitStep;
+      while (f2 >= g.w2 && ab < p.k2 * p.k2) {
+        f2 -= g.w2;
+        ++ab;
+        if (++b == p.k2) {
+          b = 0;
+          ++a;
+        }
+      }
+    }
+    // Padding columns past the patch.
+    for (int64_t idx = threadIdx.x; idx < g.w2 * (p.ld - patch); idx += blockDim.x) {
+      const int64_t f = idx / (p.ld - patch), col = patch + idx % (p.ld - patch);
+      static_cast<Out*>(p.patches)[((i * g.h2 + t2) * g.w2 + f) * p.ld + col] =
+          FromFloat<Out>(0.0f);
+    }
+  }
+}
+
+bool StemMmaFits(const FusedStemParams& p) {
+  return p.patch_dtype != DType::kFloat32 &&
+         (p.c1 == 64 || p.c1 == 128 || p.c1 == 256 || p.c1 == 512) && p.ld % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(p.patches) % 16 == 0 && StemMmaShape(p).Total() <= 227 * 1024;
+}
+
+template <typename Out, int kC1>
+void LaunchStemMma(const FusedStemParams& p, GpuStream stream) {
+  const StemMmaGeometry g = StemMmaShape(p);
+  const size_t smem = g.Total();
+  static size_t raised = 48 << 10;  // Per instantiation: the default limit.
+  if (smem > raised) {
+    OASR_CUDA_CHECK(cudaFuncSetAttribute(FusedStemMmaKernel<Out, kC1>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    raised = smem;
+  }
+  const int64_t blocks = p.n * g.h2;
+  const int grid = static_cast<int>(blocks < (int64_t{1} << 30) ? blocks : (int64_t{1} << 30));
+  FusedStemMmaKernel<Out, kC1><<<grid, kStemMmaThreads, smem, stream>>>(p, g);
+}
+
+template <typename Out>
+void DispatchStemMma(const FusedStemParams& p, GpuStream stream) {
+  switch (p.c1) {
+    case 64:
+      return LaunchStemMma<Out, 64>(p, stream);
+    case 128:
+      return LaunchStemMma<Out, 128>(p, stream);
+    case 256:
+      return LaunchStemMma<Out, 256>(p, stream);
+    default:
+      return LaunchStemMma<Out, 512>(p, stream);
+  }
+}
+
 bool StemVecFits(const FusedStemParams& p) {
   return p.patch_dtype != DType::kFloat32 && p.c1 % 8 == 0 && kStemThreads % (p.c1 / 8) == 0 &&
          p.ld % 8 == 0 && reinterpret_cast<uintptr_t>(p.patches) % 16 == 0;
@@ -203,6 +424,15 @@ void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
   const int rows_needed = (p.k2 - 1) * p.s1 + 3;
   const size_t smem = static_cast<size_t>(rows_needed) * p.w * sizeof(float);
   const int grid = static_cast<int>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+  if (p.kernel == StemKernel::kTensorCores && StemMmaFits(p)) {
+    if (p.patch_dtype == DType::kBFloat16) {
+      DispatchStemMma<__nv_bfloat16>(p, stream);
+    } else {
+      DispatchStemMma<__half>(p, stream);
+    }
+    OASR_CUDA_LAUNCH_CHECK();
+    return;
+  }
   if (StemVecFits(p)) {
     if (p.patch_dtype == DType::kBFloat16) {
       FusedStemVecKernel<__nv_bfloat16><<<grid, kStemThreads, smem, stream>>>(p, h2, w2);

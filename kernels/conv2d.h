@@ -53,10 +53,22 @@ struct Im2ColParams {
   int64_t ld = 0;  // >= kernel * kernel * c
 };
 
+// How a fused stem computes stage 1 inside stage 2's patch gather (CUDA).
+enum class StemKernel {
+  // For every patch element in float32 FMAs (about 2.25 times per stage-1
+  // value); the measured default.
+  kRecompute,
+  // Once per block on the tensor cores (float16 operands split in two
+  // halves each, float32 accumulation: float32-accurate), then copied out as
+  // patches; for stage-1 channels 64, 128, 256 or 512 and 16-bit patches,
+  // else kRecompute.
+  kTensorCores,
+};
+
 // The first two stages' data movement in one pass (CUDA): stage 2's patches
 // computed straight from the one-channel input, stage 1 (3 x 3 taps, bias,
-// ReLU) recomputed for every patch element, so stage 1's activation never
-// reaches memory.
+// ReLU) computed inside the gather (StemKernel), so stage 1's activation
+// never reaches memory.
 struct FusedStemParams {
   const float* in = nullptr;  // [n, h, w] one channel, float32.
   int64_t n = 0, h = 0, w = 0;
@@ -68,6 +80,7 @@ struct FusedStemParams {
   void* patches = nullptr;  // [n * h2 * w2, ld] in patch_dtype.
   DType patch_dtype = DType::kBFloat16;
   int64_t ld = 0;  // >= k2 * k2 * c1
+  StemKernel kernel = StemKernel::kRecompute;
 };
 
 class Conv2dOp {
@@ -98,7 +111,7 @@ class Conv2dOp {
   // [n, h, w] input with its dims, and `first` is not run. INVALID_ARGUMENT
   // when the shapes do not chain or the context is not CUDA.
   absl::Status FuseFirstStage(const float* weight, const float* bias, const Conv2dOptions& first,
-                              ExecutionContext& ctx);
+                              ExecutionContext& ctx, StemKernel kernel = StemKernel::kRecompute);
   bool fused_first_stage() const { return fused_.has_value(); }
 
  private:
@@ -106,6 +119,7 @@ class Conv2dOp {
     Tensor weight;  // [c1, 9] float32 on the device.
     Tensor bias;    // [c1]
     Conv2dOptions options;
+    StemKernel kernel = StemKernel::kRecompute;
   };
   // The input dims of this stage for Run's dims (the first stage's output
   // when fused).

@@ -92,24 +92,6 @@ __device__ __forceinline__ void LoadMatrixT4(const uint16_t* row, uint32_t* r) {
                : "r"(addr));
 }
 
-// d (+)= a b for one 16x8x16 tile.
-template <typename T>
-__device__ __forceinline__ void Mma(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 template <typename T, int kDk>
 __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b, int head,
                           int lane) {
@@ -243,8 +225,8 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
       for (int nb = 0; nb < kKeys / 8; ++nb) {
         const uint16_t* kr = s.k + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
         const uint16_t* pr = s.p + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
-        Mma<T>(sc[nb], qu[kk], Load32(kr), Load32(kr + 8));
-        Mma<T>(sc[nb], qv[kk], Load32(pr), Load32(pr + 8));
+        cuda::Mma<T>(sc[nb], qu[kk], Load32(kr), Load32(kr + 8));
+        cuda::Mma<T>(sc[nb], qv[kk], Load32(pr), Load32(pr + 8));
       }
     }
     // Online softmax per row (the 4 lanes of a group share rows g and g + 8).
@@ -306,8 +288,8 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
       for (int nb2 = 0; nb2 < kOut / 2; ++nb2) {
         uint32_t v[4];
         LoadMatrixT4(s.v + (kk * 16 + (lane & 15)) * S::kRow + (2 * nb2 + (lane >> 4)) * 8, v);
-        Mma<T>(o[2 * nb2], a, v[0], v[1]);
-        Mma<T>(o[2 * nb2 + 1], a, v[2], v[3]);
+        cuda::Mma<T>(o[2 * nb2], a, v[0], v[1]);
+        cuda::Mma<T>(o[2 * nb2 + 1], a, v[2], v[3]);
       }
     }
     __syncwarp();  // The tiles are reloaded next.

@@ -58,6 +58,13 @@ absl::StatusOr<DType> ParseComputeDType(const std::string& text) {
       absl::StrCat("dtype: '", text, "' is not one of float32, bfloat16, float16"));
 }
 
+absl::StatusOr<kernels::StemKernel> ParseStemKernel(const std::string& text) {
+  if (text == "recompute") return kernels::StemKernel::kRecompute;
+  if (text == "tensor-cores") return kernels::StemKernel::kTensorCores;
+  return absl::InvalidArgumentError(
+      absl::StrCat("stem: '", text, "' is neither recompute nor tensor-cores"));
+}
+
 absl::StatusOr<Device> ResolveDevice(const std::string& text) {
   if (text == "auto") return DefaultDevice();
   OASR_ASSIGN_OR_RETURN(Device device, ParseDevice(text));
@@ -84,6 +91,7 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
   m.cpu_threads = options.cpu_threads;
   m.encoder.dtype =
       options.dtype.value_or(options.device.is_cuda() ? DType::kBFloat16 : DType::kFloat32);
+  m.encoder.stem = options.stem;
   m.encoder.max_table_positions = options.max_table_positions > 0
                                       ? options.max_table_positions
                                       : (options.device.is_cuda() ? int64_t{1} << 17 : 16384);

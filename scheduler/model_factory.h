@@ -14,6 +14,7 @@
 #include "common/dtype.h"
 #include "decoder/ctc_decoder.h"
 #include "decoder/symbol_table.h"
+#include "kernels/conv2d.h"
 #include "scheduler/engine.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/streaming_model.h"
@@ -29,6 +30,9 @@ struct ModelOptions {
   // linear_pos(pe) rows kept per layer; 0: 16384 on the CPU (filled on
   // demand), 131072 on CUDA (computed at load, about 87 minutes of audio).
   int64_t max_table_positions = 0;
+  // CUDA: how the subsampling stem computes its first stage
+  // (encoder::EncoderOptions::stem).
+  kernels::StemKernel stem = kernels::StemKernel::kRecompute;
 
   // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock, and
   // `decoder.min_word_confidence` by min_word_confidence when set, else the
@@ -71,6 +75,10 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
 
 // "float32", "bfloat16" or "float16"; INVALID_ARGUMENT naming the value otherwise.
 absl::StatusOr<DType> ParseComputeDType(const std::string& text);
+
+// "recompute" or "tensor-cores" (kernels::StemKernel); INVALID_ARGUMENT
+// naming the value otherwise.
+absl::StatusOr<kernels::StemKernel> ParseStemKernel(const std::string& text);
 
 // "auto" (the first GPU when one is usable, else the CPU), "cpu", "cuda" or
 // "cuda:N"; INVALID_ARGUMENT naming the value otherwise, UNAVAILABLE for a

@@ -139,6 +139,41 @@ TEST_P(GoldenParityTest, HalfPrecisionStaysClose) {
   CheckCase(FindCase(GetParam()), 1, 16384, DType::kBFloat16, 0.5f);
   CheckCase(FindCase(GetParam()), 1, 16384, DType::kFloat16, 0.5f);
 }
+
+// The subsampling stem with its first stage on the tensor cores
+// (kernels::StemKernel::kTensorCores) against the recompute, both in 16 bits
+// on the same streams: stage 1 is float32-accurate either way, so the
+// log-probs differ only where a stage-1 value rounds the other way.
+TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  const nlohmann::json c = FindCase(GetParam());
+  auto model = ConformerModel::Load(c["model_dir"].get<std::string>());
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    auto recompute = testing::MakeTestEncoder(model->get(), 1, 16384, dtype);
+    auto tensor_cores =
+        testing::MakeTestEncoder(model->get(), 1, 16384, dtype, kernels::StemKernel::kTensorCores);
+    ASSERT_TRUE(recompute.ok()) << recompute.status();
+    ASSERT_TRUE(tensor_cores.ok()) << tensor_cores.status();
+    for (const auto& run : c["runs"]) {
+      const int chunk = run["chunk_size"], left = run["num_left_chunks"];
+      const int64_t offset = run["start_offset"];
+      const std::vector<float> want =
+          RunAlone(**recompute, **model, NewStream(**model, LoadFeats(c["feats"], **model), offset),
+                   chunk, left);
+      const std::vector<float> got =
+          RunAlone(**tensor_cores, **model,
+                   NewStream(**model, LoadFeats(c["feats"], **model), offset), chunk, left);
+      ASSERT_EQ(got.size(), want.size());
+      const float diff = testing::MaxAbsDiff(got.data(), want.data(), got.size());
+      EXPECT_LT(diff, 0.02f) << c["name"] << " " << DTypeName(dtype) << " chunk " << chunk;
+      std::printf(
+          "[ parity ] %-22s tensor-core stem vs recompute %-8s chunk %2d left %2d: "
+          "max |diff| %.3g\n",
+          c["name"].get<std::string>().c_str(), DTypeName(dtype), chunk, left, diff);
+    }
+  }
+}
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenParityTest,

@@ -56,9 +56,9 @@ inline void EnsureWorkspace(ConformerEncoder& encoder, int batch, int chunk) {
 }
 
 // An encoder on TestDevice() computing in `dtype`.
-inline absl::StatusOr<CpuEncoder> MakeTestEncoder(const ConformerModel* model, int threads = 1,
-                                                  int64_t max_table_positions = 16384,
-                                                  DType dtype = DType::kFloat32) {
+inline absl::StatusOr<CpuEncoder> MakeTestEncoder(
+    const ConformerModel* model, int threads = 1, int64_t max_table_positions = 16384,
+    DType dtype = DType::kFloat32, kernels::StemKernel stem = kernels::StemKernel::kRecompute) {
   ExecutionContextOptions o;
   o.cpu_threads = threads;
   o.device = TestDevice();
@@ -67,6 +67,7 @@ inline absl::StatusOr<CpuEncoder> MakeTestEncoder(const ConformerModel* model, i
   EncoderOptions options;
   options.max_table_positions = max_table_positions;
   options.dtype = dtype;
+  options.stem = stem;
   absl::StatusOr<std::unique_ptr<ConformerEncoder>> enc =
       ConformerEncoder::Create(model, ctx->get(), options);
   if (!enc.ok()) return enc.status();

@@ -174,12 +174,15 @@ OpCase Conv2dCase(int64_t images, int64_t h, int64_t w, int cin, int cout, int k
   return c;
 }
 
-// The first two stages fused on CUDA: stage 2 over stage 1's recomputed
-// activation (FusedStemParams), against the two convolutions in float64.
-OpCase FusedStemCase(int64_t images, int64_t h, int64_t w, int c1, int c2, int k2, int s2) {
+// The first two stages fused on CUDA: stage 2 over stage 1's activation
+// computed inside the gather (FusedStemParams, either StemKernel), against
+// the two convolutions in float64.
+OpCase FusedStemCase(int64_t images, int64_t h, int64_t w, int c1, int c2, int k2, int s2,
+                     StemKernel kernel = StemKernel::kRecompute) {
   OpCase c;
   c.op = "conv2d_stem";
-  c.name = absl::StrCat(images, "x", h, "x", w, " -> ", c1, " -> ", c2, " k", k2, " s", s2);
+  c.name = absl::StrCat(images, "x", h, "x", w, " -> ", c1, " -> ", c2, " k", k2, " s", s2,
+                        kernel == StemKernel::kTensorCores ? ", tensor cores" : "");
   c.cuda_only = true;
   const int64_t h1 = Conv2dOp::OutSize(h, 3, 2), w1 = Conv2dOp::OutSize(w, 3, 2);
   const int64_t h2 = Conv2dOp::OutSize(h1, k2, s2), w2 = Conv2dOp::OutSize(w1, k2, s2);
@@ -200,7 +203,8 @@ OpCase FusedStemCase(int64_t images, int64_t h, int64_t w, int c1, int c2, int k
     auto op = std::make_shared<Conv2dOp>();
     OASR_ASSIGN_OR_RETURN(*op,
                           Conv2dOp::Create(v.at("w2").data(), v.at("b2").data(), second, *be.ctx));
-    OASR_RETURN_IF_ERROR(op->FuseFirstStage(v.at("w1").data(), v.at("b1").data(), first, *be.ctx));
+    OASR_RETURN_IF_ERROR(
+        op->FuseFirstStage(v.at("w1").data(), v.at("b1").data(), first, *be.ctx, kernel));
     OASR_RETURN_IF_ERROR(inst->Add("in", v.at("in"), DType::kFloat32));
     OASR_RETURN_IF_ERROR(inst->AddOutput("out", images * h2 * w2 * c2, be.dtype));
     const size_t need = op->WorkspaceBytes(*be.ctx, images, h, w);
@@ -729,6 +733,17 @@ std::vector<OpCase> AllCases() {
   cases.push_back(FusedStemCase(1, 101, 80, 32, 48, 5, 3));
   // Enough images that the patches come in several groups (96 MiB each).
   cases.push_back(FusedStemCase(80, 67, 80, 256, 16, 3, 2));
+  // Stage 1 on the tensor cores (c1 64, 128, 256, 512; float32 patches and
+  // other widths fall back to the recompute): the bundled stem's shape in
+  // several groups, a wide one, a 5 x 5 stride-3 second stage, a stage-2
+  // row narrower than a pass of the copy-out, and fallbacks.
+  constexpr StemKernel kTc = StemKernel::kTensorCores;
+  cases.push_back(FusedStemCase(80, 67, 80, 256, 16, 3, 2, kTc));
+  cases.push_back(FusedStemCase(2, 67, 80, 64, 64, 3, 2, kTc));
+  cases.push_back(FusedStemCase(3, 67, 80, 512, 32, 3, 2, kTc));
+  cases.push_back(FusedStemCase(2, 101, 80, 128, 24, 5, 3, kTc));
+  cases.push_back(FusedStemCase(3, 30, 20, 256, 16, 3, 2, kTc));
+  cases.push_back(FusedStemCase(1, 101, 80, 32, 48, 5, 3, kTc));
   // Stage-1 channels that are not a multiple of 8 take the scalar gather.
   cases.push_back(FusedStemCase(3, 40, 80, 12, 16, 3, 2));
   // Norms.

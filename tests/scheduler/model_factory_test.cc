@@ -39,5 +39,12 @@ TEST(ComputeFlagsTest, SetComputeFlagsLeavesAnEmptyDTypeToTheDevice) {
   EXPECT_FALSE(SetComputeFlags("cuda:99", "", &options).ok());
 }
 
+TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
+  EXPECT_EQ(ParseStemKernel("recompute").value(), kernels::StemKernel::kRecompute);
+  EXPECT_EQ(ParseStemKernel("tensor-cores").value(), kernels::StemKernel::kTensorCores);
+  EXPECT_EQ(ParseStemKernel("tc").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kRecompute);  // The measured default.
+}
+
 }  // namespace
 }  // namespace oasr::scheduler

@@ -10,7 +10,11 @@
 # PARTS (comma-separated, default tests,ab,profile,scale,offline):
 #   tests    every *_gpu_test of the bundle (tools/gpu/run_checks.sh tests)
 #   ab       oasr-bench-step with the bundle's kernels, then with
-#            $BASE_KERNELS/liboasr_kernels.so (when set) in its place
+#            $BASE_KERNELS/liboasr_kernels.so (when set) in its place, or
+#            $BASE_BIN/oasr-bench-step (another static build, when set)
+#   stem     oasr-bench-stem of this bundle (rows fused, fused-tc, unfused)
+#            and of $BASE_BIN (when set); oasr-bench-step with
+#            --stem recompute and --stem tensor-cores
 #   profile  ncu per-kernel times of one step at B = 512 and 2048
 #   scale    oasr-bench-gpu at $STREAMS with $SCALE_ARGS, CPU per thread
 #            group sampled every 4 s (tools/gpu/thread_cpu.py)
@@ -46,6 +50,24 @@ if has ab; then
     step "oasr-bench-step, the kernels of $BASE_KERNELS"
     LD_LIBRARY_PATH="$(cd "$BASE_KERNELS" && pwd):$LD_LIBRARY_PATH" "$bin/oasr-bench-step" --model-dir $model \
       --device cuda --dtype bfloat16 --batches 64,512,2048,8192 2>&1 | tee "$out/step_base.txt" | grep -E "graph|eager" | tail -8
+  fi
+  if [ -n "${BASE_BIN:-}" ] && [ -x "$BASE_BIN/oasr-bench-step" ]; then
+    step "oasr-bench-step of $BASE_BIN"
+    "$BASE_BIN/oasr-bench-step" --model-dir $model --device cuda --dtype bfloat16 --batches 64,512,2048,8192 \
+      2>&1 | tee "$out/step_base.txt" | grep -E "graph|eager" | tail -8
+  fi
+fi
+if has stem; then
+  step "oasr-bench-stem, this bundle"
+  "$bin/oasr-bench-stem" 2>&1 | tee "$out/stem_new.txt" | tail -16
+  for k in recompute tensor-cores; do
+    step "oasr-bench-step --stem $k"
+    "$bin/oasr-bench-step" --model-dir $model --device cuda --dtype bfloat16 --batches 512,2048,8192 \
+      --modes graph --stem $k 2>&1 | tee "$out/step_stem_$k.txt" | grep -E "graph|stem" | tail -4
+  done
+  if [ -n "${BASE_BIN:-}" ] && [ -x "$BASE_BIN/oasr-bench-stem" ]; then
+    step "oasr-bench-stem of $BASE_BIN"
+    "$BASE_BIN/oasr-bench-stem" 2>&1 | tee "$out/stem_base.txt" | tail -12
   fi
 fi
 if has profile; then
