@@ -7,7 +7,7 @@
 
 namespace oasr {
 
-enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
+enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt16 };
 
 // Bytes per element.
 constexpr size_t DTypeSize(DType dtype) {
@@ -17,6 +17,7 @@ constexpr size_t DTypeSize(DType dtype) {
       return 4;
     case DType::kFloat16:
     case DType::kBFloat16:
+    case DType::kInt16:
       return 2;
     case DType::kInt64:
       return 8;
@@ -40,6 +41,8 @@ constexpr const char* DTypeName(DType dtype) {
       return "int64";
     case DType::kUInt8:
       return "uint8";
+    case DType::kInt16:
+      return "int16";
   }
   return "unknown";
 }
@@ -56,5 +59,7 @@ template <>
 constexpr DType DTypeOf<int64_t>() { return DType::kInt64; }
 template <>
 constexpr DType DTypeOf<uint8_t>() { return DType::kUInt8; }
+template <>
+constexpr DType DTypeOf<int16_t>() { return DType::kInt16; }
 
 }  // namespace oasr

@@ -1,11 +1,25 @@
 #include "encoder/pcm_source.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/status.h"
 #include "encoder/fbank.h"
 
 namespace oasr::encoder {
+
+void RoundToPcm16(const float* in, int64_t n, int16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    // Clamped first, so the conversion never sees a value out of range
+    // (NaN, which resampling never makes, would become 0).
+    const float v = std::clamp(in[i], -32768.0f, 32767.0f);
+    out[i] = static_cast<int16_t>(std::nearbyint(v));
+  }
+}
+
+void Pcm16ToFloat(const int16_t* in, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
 
 static_assert(PcmSource::WindowSamples(1) == Fbank::kFrameLength);
 static_assert(PcmSource::WindowSamples(2) - PcmSource::WindowSamples(1) == Fbank::kFrameShift);

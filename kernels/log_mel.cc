@@ -86,25 +86,28 @@ absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p) {
 absl::Status GatherPcm(ExecutionContext& ctx, const GatherPcmParams& p) {
   if (p.rows == 0) return absl::OkStatus();
   if (p.ring == nullptr || p.slots == nullptr || p.starts == nullptr || p.feat_frames == nullptr ||
-      p.out == nullptr || p.rows < 0 || p.width < 4 || p.width % 4 != 0 || p.window_rows < 1 ||
+      p.out == nullptr || p.rows < 0 || p.width < 8 || p.width % 8 != 0 || p.window_rows < 1 ||
       p.ring_rows < p.window_rows || p.out_stride < int64_t{p.window_rows} * p.width ||
       p.out_stride % 4 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gather_pcm: ", p.rows, " rows of ", p.window_rows, " x ", p.width,
         " samples from rings of ", p.ring_rows, " rows into a stride of ", p.out_stride,
-        " (every pointer, width a multiple of 4, window <= ring, stride >= window x width "
+        " (every pointer, width a multiple of 8, window <= ring, stride >= window x width "
         "and a multiple of 4)"));
   }
   if (!ctx.is_cuda()) {
-    const int64_t row_floats = int64_t{p.window_rows} * p.width;
+    const int64_t row_samples = int64_t{p.window_rows} * p.width;
+    const auto widen = [](const int16_t* in, int64_t n, float* out) {
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+    };
     for (int r = 0; r < p.rows; ++r) {
       if (p.feat_frames[r] == 0) continue;
-      const float* lane = p.ring + int64_t{p.slots[r]} * p.ring_rows * p.width;
+      const int16_t* lane = p.ring + int64_t{p.slots[r]} * p.ring_rows * p.width;
       float* out = p.out + r * p.out_stride;
       // At most two pieces: up to the ring's end, then from its start.
       const int64_t first = std::min<int64_t>(p.window_rows, p.ring_rows - p.starts[r]);
-      std::copy_n(lane + int64_t{p.starts[r]} * p.width, first * p.width, out);
-      std::copy_n(lane, row_floats - first * p.width, out + first * p.width);
+      widen(lane + int64_t{p.starts[r]} * p.width, first * p.width, out);
+      widen(lane, row_samples - first * p.width, out + first * p.width);
     }
     return absl::OkStatus();
   }

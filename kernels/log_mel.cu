@@ -149,23 +149,28 @@ __global__ void __launch_bounds__(kThreads) LogMelKernel(LogMelParams p) {
   }
 }
 
-// One block a row; 16-byte loads from the ring (page-locked host memory,
-// read over the bus once) and 16-byte stores, a window's rows contiguous but
-// for the wrap at the ring's end.
+// One block a row; 16-byte loads of 8 samples from the ring (page-locked
+// host memory, read over the bus once), widened to float32 and stored as two
+// 16-byte vectors, a window's rows contiguous but for the wrap at the ring's
+// end.
 __global__ void __launch_bounds__(256) GatherPcmKernel(GatherPcmParams p) {
   const int r = blockIdx.x;
   if (p.feat_frames[r] == 0) return;
-  const int vecs_per_row = p.width / 4;
+  const int vecs_per_row = p.width / 8;
   const int64_t total = int64_t{p.window_rows} * vecs_per_row;
-  const float4* lane = reinterpret_cast<const float4*>(
+  const uint4* lane = reinterpret_cast<const uint4*>(
       p.ring + static_cast<int64_t>(p.slots[r]) * p.ring_rows * p.width);
   float4* out = reinterpret_cast<float4*>(p.out + static_cast<int64_t>(r) * p.out_stride);
   const int64_t start = static_cast<int64_t>(p.starts[r]) * vecs_per_row;
   const int64_t ring_vecs = p.ring_rows * vecs_per_row;
+  const auto lo = [](uint32_t v) { return static_cast<float>(static_cast<int16_t>(v & 0xffffu)); };
+  const auto hi = [](uint32_t v) { return static_cast<float>(static_cast<int16_t>(v >> 16)); };
   for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
     int64_t at = start + i;
     if (at >= ring_vecs) at -= ring_vecs;
-    out[i] = lane[at];
+    const uint4 v = lane[at];
+    out[2 * i] = make_float4(lo(v.x), hi(v.x), lo(v.y), hi(v.y));
+    out[2 * i + 1] = make_float4(lo(v.z), hi(v.z), lo(v.w), hi(v.w));
   }
 }
 

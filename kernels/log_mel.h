@@ -49,12 +49,14 @@ absl::Status LogMel(ExecutionContext& ctx, const LogMelParams& p);
 // `ring` holds ring_rows rows of `width` samples, row i of a stream's audio
 // at ring row i % ring_rows, and row r's window is the window_rows rows from
 // ring row starts[r] on (wrapping), written to out[r, 0 : window_rows x
-// width]. Rows with feat_frames[r] == 0 (padding) are not written. On CUDA
-// the ring is page-locked host memory the kernel reads directly (mapped).
+// width] as float32. Rows with feat_frames[r] == 0 (padding) are not
+// written. The ring holds 16-bit samples (16 kHz PCM in int16 range, half
+// the bytes of float32 over the bus); on CUDA it is page-locked host memory
+// the kernel reads directly (mapped).
 struct GatherPcmParams {
-  const float* ring = nullptr;  // [lanes, ring_rows, width]
+  const int16_t* ring = nullptr;  // [lanes, ring_rows, width]
   int64_t ring_rows = 0;
-  int width = 0;                         // Samples a row; a multiple of 4.
+  int width = 0;                         // Samples a row; a multiple of 8.
   const int32_t* slots = nullptr;        // [rows] lanes
   const int32_t* starts = nullptr;       // [rows] in [0, ring_rows)
   const int32_t* feat_frames = nullptr;  // [rows]

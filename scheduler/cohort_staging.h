@@ -112,7 +112,7 @@ std::vector<int> GraphLadder(int capacity);
 // Every view points at a fixed address, so plans of the same batch made at
 // different ticks are identical (what a captured CUDA graph relies on).
 // Non-owning: valid while the staging, pool, mirror and states live.
-// With the staging's pcm_ring, `pcm_ring` (float32 [lanes, ring_rows, 80])
+// With the staging's pcm_ring, `pcm_ring` (int16 [lanes, ring_rows, 80])
 // is where the forward gathers the windows from.
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,
                           const cache::BlockPool& pool, const cache::BlockTableMirror& tables,

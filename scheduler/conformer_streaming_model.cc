@@ -131,17 +131,17 @@ absl::Status ConformerStreamingModel::ComputeFeatures(const CohortPlan& plan) {
   if (!plan.pcm_ring.empty()) {
     const int64_t width = encoder::PcmSource::kLayout.width;
     const int64_t window_rows = encoder::PcmSource::kLayout.WindowRows(window);
-    if (plan.pcm_ring.dtype() != DType::kFloat32 || plan.pcm_ring.rank() != 3 ||
+    if (plan.pcm_ring.dtype() != DType::kInt16 || plan.pcm_ring.rank() != 3 ||
         plan.pcm_ring.dim(1) < window_rows || plan.pcm_ring.dim(2) != width ||
         plan.pcm_ring_starts.dtype() != DType::kInt32 ||
         plan.pcm_ring_starts.numel() < plan.batch) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cohort plan: pcm ring ", plan.pcm_ring.shape().ToString(), " and starts ",
-          plan.pcm_ring_starts.shape().ToString(), "; the gather needs float32 [lanes, rows, ",
-          width, "], rows >= ", window_rows, ", and int32 [", plan.batch, "]"));
+          plan.pcm_ring_starts.shape().ToString(), "; the gather needs int16 [lanes, rows, ", width,
+          "], rows >= ", window_rows, ", and int32 [", plan.batch, "]"));
     }
     kernels::GatherPcmParams g;
-    g.ring = static_cast<const float*>(plan.pcm_ring.data());
+    g.ring = static_cast<const int16_t*>(plan.pcm_ring.data());
     g.ring_rows = plan.pcm_ring.dim(1);
     g.width = static_cast<int>(width);
     g.slots = static_cast<const int32_t*>(plan.slots.data());

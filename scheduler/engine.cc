@@ -160,12 +160,13 @@ absl::Status Engine::Init() {
   if (pcm_ring_) {
     // A lane holds the chunk in flight's window and the next chunk's: a
     // stream's front end can always complete its next chunk meanwhile. One
-    // lane more than slots, for the padding lane's slot (never read).
+    // lane more than slots, for the padding lane's slot (never read). 16
+    // bits a sample: half the bytes the device reads over the bus a row.
     constexpr encoder::RowLayout kRows = encoder::PcmSource::kLayout;
     const int64_t ring_rows = kRows.WindowRows(window_frames_) + kRows.FirstRow(stride_frames_);
     const Shape shape{int64_t{slots} + 1, ring_rows, kRows.width};
-    absl::StatusOr<Tensor> rings = ctx_->is_cuda() ? Tensor::EmptyPinned(shape, DType::kFloat32)
-                                                   : Tensor::Empty(shape, DType::kFloat32);
+    absl::StatusOr<Tensor> rings = ctx_->is_cuda() ? Tensor::EmptyPinned(shape, DType::kInt16)
+                                                   : Tensor::Empty(shape, DType::kInt16);
     if (!rings.ok()) return rings.status();
     pcm_rings_ = std::move(*rings);
     ZeroTensor(pcm_rings_.view());
@@ -694,7 +695,8 @@ void Engine::Admit() {
     s.context.emplace(std::move(*context));
     if (pcm_ring_) {
       const int64_t lane = pcm_rings_.dim(1) * pcm_rings_.dim(2);
-      s.frontend->BindRing(pcm_rings_.data<float>() + s.context->slot() * lane, pcm_rings_.dim(1));
+      s.frontend->BindRing(pcm_rings_.data<int16_t>() + s.context->slot() * lane,
+                           pcm_rings_.dim(1));
     }
     if (s.rescoring) segment_memory_->Reset(s.context->slot());
     s.decoder_state = decoder_states_->Acquire();

@@ -136,6 +136,9 @@ class Engine {
   // The fbank and CMVN run in the cohort forward on the model's device
   // (EngineConfig::front_end, resolved).
   bool device_front_end() const { return device_front_end_; }
+  // Whether the streams' 16 kHz PCM goes into rings the forward reads
+  // (16-bit samples: encoder::RoundToPcm16).
+  bool pcm_rings() const { return pcm_ring_; }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/thread_name.h"
+#include "encoder/pcm_source.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -106,7 +107,7 @@ StreamFrontEnd::StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline,
   OASR_CHECK(!ring || pool != nullptr, "a ring front end needs a pool");
 }
 
-void StreamFrontEnd::BindRing(float* ring, int64_t rows) {
+void StreamFrontEnd::BindRing(int16_t* ring, int64_t rows) {
   OASR_CHECK(ring_mode_ && ring != nullptr && rows >= 1, "BindRing: not a ring front end");
   bool submit = false;
   {
@@ -288,8 +289,10 @@ void StreamFrontEnd::PublishToRingLocked() {
   const int64_t end = std::min(pipeline_rows_, ring_floor_ + ring_rows_);
   const int64_t width = layout_.width;
   ForEachRingPiece(have, end - have, ring_rows_, [&](int64_t at, int64_t n, int64_t offset) {
-    absl::Status got = pipeline_->GetRows(have + offset, n, ring_ + at * width);
+    ring_scratch_.resize(static_cast<size_t>(n * width));
+    absl::Status got = pipeline_->GetRows(have + offset, n, ring_scratch_.data());
     OASR_CHECK(got.ok(), std::string(got.message()));
+    encoder::RoundToPcm16(ring_scratch_.data(), n * width, ring_ + at * width);
   });
   if (end > have) {
     pipeline_->DiscardRowsBefore(end);
@@ -325,7 +328,7 @@ absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out)
     }
     const int64_t width = layout_.width;
     ForEachRingPiece(first, rows, ring_rows_, [&](int64_t at, int64_t n, int64_t offset) {
-      std::copy_n(ring_ + at * width, n * width, out + offset * width);
+      encoder::Pcm16ToFloat(ring_ + at * width, n * width, out + offset * width);
     });
     return absl::OkStatus();
   }

@@ -94,13 +94,14 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   StreamFrontEnd(std::unique_ptr<encoder::FeatureSource> pipeline, FrontEndPool* pool, int64_t tag,
                  bool ring = false);
 
-  // Ring mode, the owner, once: `rows` rows of layout().width floats, the
-  // stream's row i at ring row i % rows. Rows are published into it while
+  // Ring mode, the owner, once: `rows` rows of layout().width 16-bit
+  // samples (the pipeline's rows rounded to int16: encoder::RoundToPcm16),
+  // the stream's row i at ring row i % rows. Rows are published into it while
   // they are fewer than `rows` past the first row the owner still reads
   // (DiscardFramesBefore), so published rows the owner reads are never
   // written; the rest follow as the owner moves on (on a worker). The rows
   // made before binding go in on a worker too.
-  void BindRing(float* ring, int64_t rows);
+  void BindRing(int16_t* ring, int64_t rows);
   // Ring mode, bound: the ring row frame `frame`'s input starts at.
   int64_t RingRow(int64_t frame) const { return layout_.FirstRow(frame) % ring_rows_; }
 
@@ -193,8 +194,9 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // Ring mode: the ring (null until bound; ring_rows_ set once, by the
   // owner), the first row the owner still reads, the rows the pipeline has
   // made, whether it took the end, and whether a publishing pass is queued.
-  float* ring_ = nullptr;
+  int16_t* ring_ = nullptr;
   int64_t ring_rows_ = 1;
+  std::vector<float> ring_scratch_;  // A piece's rows as floats, before rounding.
   int64_t ring_floor_ = 0;
   int64_t pipeline_rows_ = 0;
   bool input_done_ = false;

@@ -76,7 +76,7 @@ struct CohortPlan {
   TensorView pcm, feat_frames;
   // Optional, with pcm: where the windows come from. Empty: pcm holds them
   // (staged). Else pcm is the forward's own buffer, and row b's window is
-  // gathered first from lane slots[b] of pcm_ring (float32 [lanes,
+  // gathered first from lane slots[b] of pcm_ring (int16 [lanes,
   // ring_rows, 80], page-locked host memory on CUDA, read by the device
   // directly): its rows from ring row pcm_ring_starts[b] (int32 [batch])
   // on, wrapping (kernels::GatherPcm).

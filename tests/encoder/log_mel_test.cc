@@ -156,11 +156,16 @@ TEST(GatherPcmTest, CopiesEachWindowFromItsLaneWrappingAtTheEnd) {
   if (device.is_cuda() && CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   constexpr int kLanes = 3, kRingRows = 10, kWidth = 8, kWindowRows = 6, kRows = 5;
   constexpr int64_t kStride = kWindowRows * kWidth + 4;
-  const int64_t ring_floats = int64_t{kLanes} * kRingRows * kWidth;
-  // The ring is host memory (page-locked: the device reads it directly).
-  Tensor ring = *(device.is_cuda() ? Tensor::EmptyPinned({ring_floats}, DType::kFloat32)
-                                   : Tensor::Empty({ring_floats}, DType::kFloat32));
-  for (int64_t i = 0; i < ring_floats; ++i) ring.data<float>()[i] = static_cast<float>(i) - 700;
+  const int64_t ring_samples = int64_t{kLanes} * kRingRows * kWidth;
+  // The ring is host memory (page-locked: the device reads it directly), 16
+  // bits a sample, negative ones and the extremes among them.
+  Tensor ring = *(device.is_cuda() ? Tensor::EmptyPinned({ring_samples}, DType::kInt16)
+                                   : Tensor::Empty({ring_samples}, DType::kInt16));
+  for (int64_t i = 0; i < ring_samples; ++i) {
+    ring.data<int16_t>()[i] = static_cast<int16_t>((i * 271) % 65536 - 32768);
+  }
+  ring.data<int16_t>()[5] = -32768;
+  ring.data<int16_t>()[6] = 32767;
   const std::vector<int32_t> slots = {2, 0, 2, 1, 1}, starts = {0, 7, 4, 9, 3};
   const std::vector<int32_t> feat_frames = {3, 1, 67, 0, 2};
   ExecutionContextOptions o;
@@ -173,7 +178,7 @@ TEST(GatherPcmTest, CopiesEachWindowFromItsLaneWrappingAtTheEnd) {
   std::vector<float> poison(kRows * kStride, std::nanf(""));
   Tensor d_out = OnDevice(poison.data(), poison.size(), DType::kFloat32, device);
   kernels::GatherPcmParams p;
-  p.ring = ring.data<float>();
+  p.ring = ring.data<int16_t>();
   p.ring_rows = kRingRows;
   p.width = kWidth;
   p.slots = d_slots.data<int32_t>();
@@ -194,15 +199,15 @@ TEST(GatherPcmTest, CopiesEachWindowFromItsLaneWrappingAtTheEnd) {
         continue;
       }
       const int64_t ring_row = (starts[r] + i / kWidth) % kRingRows;
-      const float want =
-          ring.data<float>()[(int64_t{slots[r]} * kRingRows + ring_row) * kWidth + i % kWidth];
+      const float want = static_cast<float>(
+          ring.data<int16_t>()[(int64_t{slots[r]} * kRingRows + ring_row) * kWidth + i % kWidth]);
       ASSERT_EQ(g, want) << "row " << r << " sample " << i;
     }
   }
   p.window_rows = kRingRows + 1;  // A window longer than the ring.
   EXPECT_EQ(kernels::GatherPcm(**ctx, p).code(), absl::StatusCode::kInvalidArgument);
   p.window_rows = kWindowRows;
-  p.width = 6;  // Not whole 16-byte vectors.
+  p.width = 4;  // Not whole 16-byte vectors of 8 samples.
   EXPECT_EQ(kernels::GatherPcm(**ctx, p).code(), absl::StatusCode::kInvalidArgument);
 }
 
