@@ -1,7 +1,6 @@
 #include "encoder/pcm_source.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "common/status.h"
 #include "encoder/fbank.h"
@@ -9,11 +8,12 @@
 namespace oasr::encoder {
 
 void RoundToPcm16(const float* in, int64_t n, int16_t* out) {
+  // Clamped first, so the conversion never sees a value out of range; half
+  // away from zero by truncation (no libm call: the loop vectorises, and it
+  // runs on the client's thread for every 16 kHz message).
   for (int64_t i = 0; i < n; ++i) {
-    // Clamped first, so the conversion never sees a value out of range
-    // (NaN, which resampling never makes, would become 0).
-    const float v = std::clamp(in[i], -32768.0f, 32767.0f);
-    out[i] = static_cast<int16_t>(std::nearbyint(v));
+    const float v = std::min(std::max(in[i], -32768.0f), 32767.0f);
+    out[i] = static_cast<int16_t>(static_cast<int32_t>(v + (v < 0.0f ? -0.5f : 0.5f)));
   }
 }
 

@@ -21,7 +21,7 @@
 namespace oasr::encoder {
 
 // 16 kHz samples in int16 range to 16-bit samples (rounded to the nearest,
-// saturated), and back: the PCM rings the device front end reads hold 16 bits
+// halves away from zero, saturated; NaN is not expected), and back: the PCM rings the device front end reads hold 16 bits
 // a sample (half the bus traffic of float32), exact for audio that arrives at
 // 16 kHz as 16-bit PCM; resampled audio is rounded to the same grid.
 void RoundToPcm16(const float* in, int64_t n, int16_t* out);
