@@ -196,7 +196,6 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   // made, whether it took the end, and whether a publishing pass is queued.
   int16_t* ring_ = nullptr;
   int64_t ring_rows_ = 1;
-  std::vector<float> ring_scratch_;  // A piece's rows as floats, before rounding.
   int64_t ring_floor_ = 0;
   int64_t pipeline_rows_ = 0;
   bool input_done_ = false;
