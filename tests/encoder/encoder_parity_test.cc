@@ -143,7 +143,8 @@ TEST_P(GoldenParityTest, HalfPrecisionStaysClose) {
 // The subsampling stem with its first stage on the tensor cores
 // (kernels::StemKernel::kTensorCores) against the recompute, both in 16 bits
 // on the same streams: stage 1 is float32-accurate either way, so the
-// log-probs differ only where a stage-1 value rounds the other way.
+// log-probs differ only where a stage-1 value rounds the other way. (Models
+// whose stem the tensor cores do not take compare the recompute with itself.)
 TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   const nlohmann::json c = FindCase(GetParam());
@@ -166,7 +167,10 @@ TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
                    NewStream(**model, LoadFeats(c["feats"], **model), offset), chunk, left);
       ASSERT_EQ(got.size(), want.size());
       const float diff = testing::MaxAbsDiff(got.data(), want.data(), got.size());
-      EXPECT_LT(diff, 0.02f) << c["name"] << " " << DTypeName(dtype) << " chunk " << chunk;
+      // A wrong patch layout moves log-probs by whole units; a stage-1 value
+      // rounding the other way moves them by thousandths, which 16-bit
+      // storage downstream may grow somewhat.
+      EXPECT_LT(diff, 0.1f) << c["name"] << " " << DTypeName(dtype) << " chunk " << chunk;
       std::printf(
           "[ parity ] %-22s tensor-core stem vs recompute %-8s chunk %2d left %2d: "
           "max |diff| %.3g\n",
