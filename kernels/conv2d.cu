@@ -390,8 +390,22 @@ void LaunchStemMma(const FusedStemParams& p, GpuStream stream) {
                                          static_cast<int>(smem)));
     raised = smem;
   }
-  const int64_t blocks = p.n * g.h2;
-  const int grid = static_cast<int>(blocks < (int64_t{1} << 30) ? blocks : (int64_t{1} << 30));
+  // One wave of resident blocks, each taking stage-2 rows in turn: a block
+  // computes its B fragments once, not once a row (they cost about 40 % of a
+  // row's instructions).
+  static size_t resident_for = 0;
+  static int resident = 0;
+  if (resident_for != smem) {
+    OASR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &resident, FusedStemMmaKernel<Out, kC1>, kStemMmaThreads, smem));
+    resident_for = smem;
+  }
+  int device = 0, sms = 0;
+  OASR_CUDA_CHECK(cudaGetDevice(&device));
+  OASR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t rows = p.n * g.h2;
+  const int64_t wave = int64_t{sms} * (resident > 0 ? resident : 1);
+  const int grid = static_cast<int>(rows < wave ? rows : wave);
   FusedStemMmaKernel<Out, kC1><<<grid, kStemMmaThreads, smem, stream>>>(p, g);
 }
 
