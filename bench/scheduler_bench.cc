@@ -25,19 +25,26 @@
 //    the CPU engine with the published geometry (12 x 256 x 2048, V = 5002,
 //    640 ms chunks; a random model written by bench/encoder_torch.py), for
 //    increasing N; prints chunk latency and whether the engine kept up.
+// --live N,...: instead, the scheduler thread's time per row as a server
+//    sees it at N streams (a 640 ms push and an interim event a row, in real
+//    time from one driver thread; the no-op model writes a word a chunk),
+//    split as the engine's clocks split it (Live below).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <queue>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/execution_context.h"
 #include "decoder/symbol_table.h"
 #include "encoder/feature_pipeline.h"
@@ -89,8 +96,12 @@ class CountingFeatures final : public encoder::FeatureSource {
 
 class NoopModel final : public StreamingModel {
  public:
-  explicit NoopModel(bool trivial_frontend)
-      : trivial_frontend_(trivial_frontend), ctx_(*ExecutionContext::Create({})) {
+  // With `token_per_chunk`, each chunk's first frame is a word ("▁a"), so
+  // every chunk changes the transcript and makes an interim event.
+  explicit NoopModel(bool trivial_frontend, bool token_per_chunk = false)
+      : trivial_frontend_(trivial_frontend),
+        token_per_chunk_(token_per_chunk),
+        ctx_(*ExecutionContext::Create({})) {
     geometry_.chunk_size = 16;
     geometry_.vocab_size = 8;
   }
@@ -120,8 +131,8 @@ class NoopModel final : public StreamingModel {
     for (int b = 0; b < plan.batch; ++b) {
       for (int t = 0; t < plan.host_frames[b]; ++t) {
         float* r = out + (int64_t{b} * plan.chunk + t) * geometry_.vocab_size;
-        r[0] = -0.01f;
-        for (int v = 1; v < geometry_.vocab_size; ++v) r[v] = -7.0f;
+        for (int v = 0; v < geometry_.vocab_size; ++v) r[v] = -7.0f;
+        r[token_per_chunk_ && t == 0 ? 2 : 0] = -0.01f;
       }
     }
     return absl::OkStatus();
@@ -129,6 +140,7 @@ class NoopModel final : public StreamingModel {
 
  private:
   const bool trivial_frontend_;
+  const bool token_per_chunk_;
   std::unique_ptr<ExecutionContext> ctx_;
   ModelGeometry geometry_;
 };
@@ -231,6 +243,100 @@ double Overhead(int streams, const OverheadOptions& options) {
     while (!h->outbox().finished()) (void)h->outbox().WaitPop(&event, 60);
   }
   return scheduler;
+}
+
+// The scheduler thread's work per row as a server sees it: `streams` streams
+// of 16 kHz audio, each sent in 640 ms pieces every 640 ms from its own
+// phase by one driver thread (which also drains the streams' events, as a
+// server's dispatcher would), through the counting front end and the no-op
+// model writing a word each chunk with interim results on: a push and an
+// event a row. Prints, after `warm` seconds, `run` seconds' rows per second
+// and the scheduler thread's time per row, split as the engine's clocks do.
+void Live(int streams, double warm, double run, int frontend_threads) {
+  EngineConfig config;
+  config.max_batch_size = streams;
+  config.frontend_threads = frontend_threads;
+  config.max_waiting = 0;
+  config.decoder.method = decoder::SearchMethod::kGreedy;
+  auto engine = Engine::Create(config, std::make_unique<NoopModel>(true, true),
+                               Decoder({"<blank>", "<unk>", "▁a", "▁b", "c", "d", "e", "<sos/eos>"},
+                                       decoder::SearchMethod::kGreedy));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
+    std::exit(1);
+  }
+  constexpr int kRate = 16000;
+  constexpr size_t kPiece = kRate * 64 / 100;  // 640 ms
+  const std::vector<int16_t> piece = Audio(0.64, kRate, 2);
+  std::vector<std::unique_ptr<EngineStream>> handles;
+  for (int i = 0; i < streams; ++i) {
+    StreamRequest request;
+    request.sample_rate = kRate;
+    request.interim_results = true;
+    request.decode.nbest = 1;
+    handles.push_back(std::move(*(*engine)->OpenStream(request)));
+  }
+  using Due = std::pair<Clock::time_point, int>;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> phase(0.0, 0.64);
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < streams; ++i) due.push({start + seconds(phase(rng)), i});
+  const EngineStats& s = (*engine)->stats();
+  struct Mark {
+    int64_t tick, fe, model, dec, wait, commands, emit, chunks, ticks;
+  };
+  const auto mark = [&s] {
+    return Mark{s.tick_ns,     s.frontend_ns, s.model_ns,         s.decode_ns, s.device_wait_ns,
+                s.commands_ns, s.emit_ns,     s.chunks_processed, s.ticks};
+  };
+  Mark before{};
+  bool marked = false;
+  int64_t events = 0, errors = 0;
+  const Clock::time_point measure = start + seconds(warm), stop = measure + seconds(run);
+  StreamEvent event;
+  while (true) {
+    const Clock::time_point now = Clock::now();
+    if (!marked && now >= measure) {
+      before = mark();
+      marked = true;
+    }
+    if (now >= stop) break;
+    while (!due.empty() && due.top().first <= now) {
+      const int i = due.top().second;
+      due.pop();
+      if (!handles[i]->PushAudio({piece.data(), kPiece}).ok()) ++errors;
+      while (handles[i]->outbox().TryPop(&event)) ++events;
+      due.push({now + seconds(0.64), i});
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  const Mark after = mark();
+  const double rows = static_cast<double>(after.chunks - before.chunks);
+  const auto per_row = [rows](int64_t a, int64_t b) {
+    return rows > 0 ? static_cast<double>(a - b) / rows / 1e3 : 0.0;
+  };
+  const double tick = per_row(after.tick, before.tick), fe = per_row(after.fe, before.fe),
+               model = per_row(after.model, before.model), dec = per_row(after.dec, before.dec),
+               wait = per_row(after.wait, before.wait),
+               commands = per_row(after.commands, before.commands),
+               emit = per_row(after.emit, before.emit);
+  std::printf(
+      "%8d streams  %8.0f rows/s (%.0f due)  cohort %6.1f  scheduler thread per row: %.3f us "
+      "(commands %.3f, emit %.3f, other %.3f; front end %.3f, model %.3f, decode %.3f, wait "
+      "%.3f)  busy %.0f %%  %lld events %lld errors\n",
+      streams, rows / run, streams / 0.64,
+      rows / std::max<double>(1.0, static_cast<double>(after.ticks - before.ticks)), tick, commands,
+      emit, tick - fe - model - dec - wait - commands - emit, fe, model, dec, wait,
+      100.0 * tick * rows / 1e6 / run, static_cast<long long>(events),
+      static_cast<long long>(errors));
+  for (auto& h : handles) (void)h->EndAudio();
+  for (auto& h : handles) {
+    while (!h->outbox().finished()) (void)h->outbox().WaitPop(&event, 60);
+  }
 }
 
 std::string EnsureBenchModel() {
@@ -354,6 +460,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--repeat", repeat, "Runs per overhead figure (default 3 counting, 1 real)")
       ->check(CLI::Range(1, 1000));
+  std::string live;
+  double live_warm = 3, live_run = 10;
+  app.add_option("--live", live,
+                 "Comma-separated stream counts: the scheduler thread's time per row with a push "
+                 "and an event a row (16 kHz, 640 ms pieces in real time, a word a chunk), then "
+                 "exit");
+  app.add_option("--live-warm", live_warm, "Seconds before measuring (--live)")
+      ->capture_default_str();
+  app.add_option("--live-run", live_run, "Seconds measured per count (--live)")
+      ->capture_default_str();
   app.add_option("--model-dir", model_dir,
                  "Model of the real-time part (default: the random 12 x 256 x 2048, V = 5002 "
                  "model bench/encoder_torch.py writes)")
@@ -362,6 +478,25 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!live.empty()) {
+    std::printf(
+        "== live: no-op model writing a word a chunk, greedy, counting front end (%s), interim "
+        "results, one driver thread pushing 640 ms pieces and draining events; %.0f s after %.0f "
+        "s\n",
+        options.frontend_threads > 0
+            ? (std::to_string(options.frontend_threads) + " threads").c_str()
+            : "inline",
+        live_run, live_warm);
+    for (absl::string_view part : absl::StrSplit(live, ',')) {
+      int n = 0;
+      if (!absl::SimpleAtoi(part, &n) || n < 1 || n > EngineConfig::kMaxSlots) {
+        std::fprintf(stderr, "--live: '%s' is not a stream count\n", std::string(part).c_str());
+        return 2;
+      }
+      Live(n, live_warm, live_run, options.frontend_threads);
+    }
+    return 0;
   }
   std::vector<bool> trivial = {true, false};
   if (trivial_only) trivial = {true};
