@@ -462,14 +462,8 @@ int Main(int argc, char** argv) {
   (void)InitLogging("warn");
   settings.model.model_dir = model_dir;
   settings.model.cpu_threads = decode_threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (absl::StatusOr<kernels::StemKernel> k = ParseStemKernel(stem); k.ok()) {
-    settings.model.stem = *k;
-  } else {
-    std::fprintf(stderr, "--stem: %s\n", k.status().ToString().c_str());
     return 2;
   }
   if (search != "greedy" && search != "beam") {

@@ -4,9 +4,10 @@
 // recomputed for every element of stage 2's patch gather, then cuBLASLt (the
 // CUDA default); "fused-tc", stage 1 on the tensor cores once per block of
 // the gather (kernels::StemKernel::kTensorCores), then cuBLASLt; "unfused",
-// each stage an im2col into the arena and a cuBLASLt GEMM. Prints the median time of --reps runs (CUDA events; the wall clock
-// on the CPU, unfused only) and the rate from the stages' FLOP count, for
-// the side-by-side with cuDNN in bench/gpu/stem_torch.py.
+// each stage an im2col into the arena and a cuBLASLt GEMM. Prints the median
+// time of --reps runs (CUDA events; the wall clock on the CPU, unfused only)
+// and the rate from the stages' FLOP count, for the side-by-side with cuDNN
+// in bench/gpu/stem_torch.py.
 #include <algorithm>
 #include <cstdio>
 #include <random>

@@ -182,14 +182,8 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &options); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &options, stem); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (absl::StatusOr<kernels::StemKernel> k = ParseStemKernel(stem); k.ok()) {
-    options.stem = *k;
-  } else {
-    std::fprintf(stderr, "--stem: %s\n", k.status().ToString().c_str());
     return 2;
   }
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";

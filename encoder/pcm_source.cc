@@ -7,20 +7,6 @@
 
 namespace oasr::encoder {
 
-void RoundToPcm16(const float* in, int64_t n, int16_t* out) {
-  // Clamped first, so the conversion never sees a value out of range; half
-  // away from zero by truncation (no libm call: the loop vectorises, and it
-  // runs on the client's thread for every 16 kHz message).
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::min(std::max(in[i], -32768.0f), 32767.0f);
-    out[i] = static_cast<int16_t>(static_cast<int32_t>(v + (v < 0.0f ? -0.5f : 0.5f)));
-  }
-}
-
-void Pcm16ToFloat(const int16_t* in, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
-
 static_assert(PcmSource::WindowSamples(1) == Fbank::kFrameLength);
 static_assert(PcmSource::WindowSamples(2) - PcmSource::WindowSamples(1) == Fbank::kFrameShift);
 

@@ -20,13 +20,6 @@
 
 namespace oasr::encoder {
 
-// 16 kHz samples in int16 range to 16-bit samples (rounded to the nearest,
-// halves away from zero, saturated; NaN is not expected), and back: the PCM rings the device front end reads hold 16 bits
-// a sample (half the bus traffic of float32), exact for audio that arrives at
-// 16 kHz as 16-bit PCM; resampled audio is rounded to the same grid.
-void RoundToPcm16(const float* in, int64_t n, int16_t* out);
-void Pcm16ToFloat(const int16_t* in, int64_t n, float* out);
-
 class PcmSource final : public FeatureSource {
  public:
   static constexpr RowLayout kLayout{80, 2, 3};

@@ -202,19 +202,18 @@ constexpr int kStemMmaThreads = 256;
 constexpr int kStemMmaWarps = kStemMmaThreads / 32;
 
 struct StemMmaGeometry {
-  int h1 = 0, w1 = 0, h2 = 0, w2 = 0;
-  int rows_in = 0;    // Input rows a block reads.
-  int positions = 0;  // Stage-1 positions a block computes (k2 * w1).
-  int stride = 0;     // Elements per position in shared memory (c1 + 8: conflict-free stores).
+  int w1 = 0, h2 = 0, w2 = 0;  // Stage 1's width, stage 2's height and width.
+  int rows_in = 0;             // Input rows a block reads.
+  int positions = 0;           // Stage-1 positions a block computes (k2 * w1).
+  int stride = 0;  // Elements per position in shared memory (c1 + 8: conflict-free stores).
   size_t frag_bytes = 0, bias_bytes = 0, x_bytes = 0, s1_bytes = 0;
   size_t Total() const { return frag_bytes + bias_bytes + x_bytes + s1_bytes; }
 };
 
 StemMmaGeometry StemMmaShape(const FusedStemParams& p) {
   StemMmaGeometry g;
-  g.h1 = static_cast<int>(Conv2dOp::OutSize(p.h, 3, p.s1));
   g.w1 = static_cast<int>(Conv2dOp::OutSize(p.w, 3, p.s1));
-  g.h2 = static_cast<int>(Conv2dOp::OutSize(g.h1, p.k2, p.s2));
+  g.h2 = static_cast<int>(Conv2dOp::OutSize(Conv2dOp::OutSize(p.h, 3, p.s1), p.k2, p.s2));
   g.w2 = static_cast<int>(Conv2dOp::OutSize(g.w1, p.k2, p.s2));
   g.rows_in = (p.k2 - 1) * p.s1 + 3;
   g.positions = p.k2 * g.w1;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/pcm16.h"
 #include "kernels/real_fft.h"
 
 namespace oasr::kernels {
@@ -97,17 +98,14 @@ absl::Status GatherPcm(ExecutionContext& ctx, const GatherPcmParams& p) {
   }
   if (!ctx.is_cuda()) {
     const int64_t row_samples = int64_t{p.window_rows} * p.width;
-    const auto widen = [](const int16_t* in, int64_t n, float* out) {
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-    };
     for (int r = 0; r < p.rows; ++r) {
       if (p.feat_frames[r] == 0) continue;
       const int16_t* lane = p.ring + int64_t{p.slots[r]} * p.ring_rows * p.width;
       float* out = p.out + r * p.out_stride;
       // At most two pieces: up to the ring's end, then from its start.
       const int64_t first = std::min<int64_t>(p.window_rows, p.ring_rows - p.starts[r]);
-      widen(lane + int64_t{p.starts[r]} * p.width, first * p.width, out);
-      widen(lane, row_samples - first * p.width, out + first * p.width);
+      Pcm16ToFloat(lane + int64_t{p.starts[r]} * p.width, first * p.width, out);
+      Pcm16ToFloat(lane, row_samples - first * p.width, out + first * p.width);
     }
     return absl::OkStatus();
   }

@@ -137,7 +137,7 @@ class Engine {
   // (EngineConfig::front_end, resolved).
   bool device_front_end() const { return device_front_end_; }
   // Whether the streams' 16 kHz PCM goes into rings the forward reads
-  // (16-bit samples: encoder::RoundToPcm16).
+  // (16-bit samples: RoundToPcm16).
   bool pcm_rings() const { return pcm_ring_; }
 
  private:

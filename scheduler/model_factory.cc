@@ -77,11 +77,12 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text) {
 }
 
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
-                             ModelOptions* options) {
+                             ModelOptions* options, const std::string& stem) {
   OASR_ASSIGN_OR_RETURN(options->device, ResolveDevice(device));
   if (!dtype.empty()) {
     OASR_ASSIGN_OR_RETURN(options->dtype, ParseComputeDType(dtype));
   }
+  OASR_ASSIGN_OR_RETURN(options->stem, ParseStemKernel(stem));
   return absl::OkStatus();
 }
 

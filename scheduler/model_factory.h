@@ -85,9 +85,10 @@ absl::StatusOr<kernels::StemKernel> ParseStemKernel(const std::string& text);
 // CUDA device this build or machine does not have.
 absl::StatusOr<Device> ResolveDevice(const std::string& text);
 
-// The tools' --device and --dtype flags into `options`: ResolveDevice, and
-// ParseComputeDType unless `dtype` is empty (the device's default then).
+// The tools' --device, --dtype and --stem flags into `options`:
+// ResolveDevice, ParseComputeDType unless `dtype` is empty (the device's
+// default then), and ParseStemKernel.
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
-                             ModelOptions* options);
+                             ModelOptions* options, const std::string& stem = "recompute");
 
 }  // namespace oasr::scheduler

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/pcm16.h"
 #include "common/thread_name.h"
 #include "encoder/pcm_source.h"
 
@@ -299,7 +300,7 @@ void StreamFrontEnd::PublishToRingLocked() {
       const int64_t m = std::min(kRowsAtOnce, n - done);
       absl::Status got = pipeline_->GetRows(have + offset + done, m, rows);
       OASR_CHECK(got.ok(), std::string(got.message()));
-      encoder::RoundToPcm16(rows, m * width, ring_ + (at + done) * width);
+      RoundToPcm16(rows, m * width, ring_ + (at + done) * width);
     }
   });
   if (end > have) {
@@ -336,7 +337,7 @@ absl::Status StreamFrontEnd::GetFrames(int64_t start, int64_t count, float* out)
     }
     const int64_t width = layout_.width;
     ForEachRingPiece(first, rows, ring_rows_, [&](int64_t at, int64_t n, int64_t offset) {
-      encoder::Pcm16ToFloat(ring_ + at * width, n * width, out + offset * width);
+      Pcm16ToFloat(ring_ + at * width, n * width, out + offset * width);
     });
     return absl::OkStatus();
   }

@@ -12,10 +12,10 @@
 #include <random>
 #include <thread>
 
+#include "common/pcm16.h"
 #include "decoder/symbol_table.h"
 #include "encoder/conformer_encoder.h"
 #include "encoder/fbank.h"
-#include "encoder/pcm_source.h"
 #include "kernels/log_mel.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/model_factory.h"
@@ -91,8 +91,8 @@ std::vector<float> AllFeatures(const Engine& engine, const ConformerStreamingMod
   if (!engine.device_front_end() || frames == 0) return window;
   if (engine.pcm_rings()) {  // The rings hold the samples rounded to 16 bits.
     std::vector<int16_t> rounded(window.size());
-    encoder::RoundToPcm16(window.data(), static_cast<int64_t>(window.size()), rounded.data());
-    encoder::Pcm16ToFloat(rounded.data(), static_cast<int64_t>(rounded.size()), window.data());
+    RoundToPcm16(window.data(), static_cast<int64_t>(window.size()), rounded.data());
+    Pcm16ToFloat(rounded.data(), static_cast<int64_t>(rounded.size()), window.data());
   }
 
   const Device device = encoder::testing::TestDevice();

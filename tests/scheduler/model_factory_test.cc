@@ -44,6 +44,10 @@ TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
   EXPECT_EQ(ParseStemKernel("tensor-cores").value(), kernels::StemKernel::kTensorCores);
   EXPECT_EQ(ParseStemKernel("tc").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kRecompute);  // The measured default.
+  ModelOptions options;
+  ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "tensor-cores").ok());
+  EXPECT_EQ(options.stem, kernels::StemKernel::kTensorCores);
+  EXPECT_FALSE(SetComputeFlags("cpu", "", &options, "tc").ok());
 }
 
 }  // namespace

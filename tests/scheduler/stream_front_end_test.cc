@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/pcm16.h"
 #include "encoder/fbank.h"
 #include "encoder/feature_pipeline.h"
 #include "encoder/pcm_source.h"
@@ -238,7 +239,7 @@ TEST(StreamFrontEndTest, RingHoldsTheWindowsTheOwnerReadsAndTheRestFollows) {
       std::vector<float> got(rows * kRows.width), want(rows * kRows.width);
       ASSERT_TRUE(direct.GetFrames(start, count, want.data()).ok());
       std::vector<int16_t> rounded(want.size());
-      encoder::RoundToPcm16(want.data(), static_cast<int64_t>(want.size()), rounded.data());
+      RoundToPcm16(want.data(), static_cast<int64_t>(want.size()), rounded.data());
       if (rate == 16000) {
         for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(rounded[i], want[i]) << i;
       }
@@ -248,8 +249,8 @@ TEST(StreamFrontEndTest, RingHoldsTheWindowsTheOwnerReadsAndTheRestFollows) {
       }
       const int64_t first = ringed->RingRow(start);
       for (int64_t r = 0; r < rows; ++r) {
-        encoder::Pcm16ToFloat(ring.data() + ((first + r) % ring_rows) * kRows.width, kRows.width,
-                              got.data() + r * kRows.width);
+        Pcm16ToFloat(ring.data() + ((first + r) % ring_rows) * kRows.width, kRows.width,
+                     got.data() + r * kRows.width);
       }
       EXPECT_EQ(got, want) << rate << " Hz, frame " << start;
       std::vector<float> copied(rows * kRows.width);
