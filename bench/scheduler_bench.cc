@@ -28,8 +28,14 @@
 // --live N,...: instead, the scheduler thread's time per row as a server
 //    sees it at N streams (a 640 ms push and an interim event a row, in real
 //    time from one driver thread; the no-op model writes a word a chunk),
-//    split as the engine's clocks split it (Live below).
+//    split as the engine's clocks split it (Live below). By default the
+//    engine runs the tick it serves a GPU with (--live-tick gpu): the device
+//    front end's PCM rings filled by the front-end workers (2 unless
+//    --frontend-threads says), overlapped ticks and the decode thread, all
+//    on the CPU; --live-tick cpu runs the CPU server's tick (the counting
+//    front end, the scheduler thread decoding).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +54,7 @@
 #include "common/execution_context.h"
 #include "decoder/symbol_table.h"
 #include "encoder/feature_pipeline.h"
+#include "encoder/pcm_source.h"
 #include "scheduler/conformer_streaming_model.h"
 #include "scheduler/engine.h"
 #include "scheduler/model_factory.h"
@@ -97,10 +104,17 @@ class CountingFeatures final : public encoder::FeatureSource {
 class NoopModel final : public StreamingModel {
  public:
   // With `token_per_chunk`, each chunk's first frame is a word ("▁a"), so
-  // every chunk changes the transcript and makes an interim event.
-  explicit NoopModel(bool trivial_frontend, bool token_per_chunk = false)
+  // every chunk changes the transcript and makes an interim event. Its
+  // device front end is the real one's source of 16 kHz PCM rows (the
+  // forward reads none of them). A forward of B rows takes `device_us`
+  // {fixed, per row} microseconds (a sleep): the time a device would need,
+  // during which a GPU's scheduler thread waits and rows gather for the
+  // next cohort.
+  explicit NoopModel(bool trivial_frontend, bool token_per_chunk = false,
+                     std::pair<double, double> device_us = {0, 0})
       : trivial_frontend_(trivial_frontend),
         token_per_chunk_(token_per_chunk),
+        device_us_(device_us),
         ctx_(*ExecutionContext::Create({})) {
     geometry_.chunk_size = 16;
     geometry_.vocab_size = 8;
@@ -121,12 +135,27 @@ class NoopModel final : public StreamingModel {
     if (trivial_frontend_) return std::make_unique<CountingFeatures>(sample_rate);
     return encoder::FeaturePipeline::Create({sample_rate}, nullptr);
   }
+  bool has_device_front_end() const override { return true; }
+  absl::StatusOr<std::unique_ptr<encoder::FeatureSource>> CreateDeviceFrontEnd(
+      int sample_rate) const override {
+    encoder::FeaturePipelineOptions options;
+    options.sample_rate = sample_rate;
+    return encoder::PcmSource::Create(options);
+  }
   std::vector<cache::StreamStateSpec> StreamStates() const override {
     return {cache::StreamStateSpec{"none", Shape{1}, 0, false, DType::kFloat32}};
   }
   ExecutionContext& context() const override { return *ctx_; }
   size_t WorkspaceBytes(int) const override { return 0; }
   absl::Status ForwardCohort(const CohortPlan& plan, const TensorView& log_probs) override {
+    const double device_us = device_us_.first + device_us_.second * plan.batch;
+    if (device_us > 0) {
+      const Clock::time_point start = Clock::now();
+      std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>(device_us * 1e3)));
+      slept_ns_.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+          std::memory_order_relaxed);
+    }
     float* out = static_cast<float*>(log_probs.data());
     for (int b = 0; b < plan.batch; ++b) {
       for (int t = 0; t < plan.host_frames[b]; ++t) {
@@ -141,6 +170,13 @@ class NoopModel final : public StreamingModel {
  private:
   const bool trivial_frontend_;
   const bool token_per_chunk_;
+  const std::pair<double, double> device_us_;
+
+ public:
+  // Nanoseconds the forwards slept (the modelled device time).
+  std::atomic<int64_t> slept_ns_{0};
+
+ private:
   std::unique_ptr<ExecutionContext> ctx_;
   ModelGeometry geometry_;
 };
@@ -250,15 +286,25 @@ double Overhead(int streams, const OverheadOptions& options) {
 // phase by one driver thread (which also drains the streams' events, as a
 // server's dispatcher would), through the counting front end and the no-op
 // model writing a word each chunk with interim results on: a push and an
-// event a row. Prints, after `warm` seconds, `run` seconds' rows per second
-// and the scheduler thread's time per row, split as the engine's clocks do.
-void Live(int streams, double warm, double run, int frontend_threads) {
+// event a row. With `gpu_tick` the engine runs the tick it serves a GPU
+// with (device front end in PCM rings, overlapped ticks, a decode thread),
+// else the CPU server's. Prints, after `warm` seconds, `run` seconds' rows
+// per second and the scheduler thread's time per row, split as the engine's
+// clocks do.
+void Live(int streams, double warm, double run, int frontend_threads, bool gpu_tick,
+          std::pair<double, double> device_us) {
   EngineConfig config;
   config.max_batch_size = streams;
   config.frontend_threads = frontend_threads;
   config.max_waiting = 0;
+  if (gpu_tick) {
+    config.front_end = EngineConfig::FrontEnd::kDevice;
+    config.overlap_on_cpu = true;
+  }
   config.decoder.method = decoder::SearchMethod::kGreedy;
-  auto engine = Engine::Create(config, std::make_unique<NoopModel>(true, true),
+  auto noop = std::make_unique<NoopModel>(true, true, device_us);
+  const std::atomic<int64_t>& slept = noop->slept_ns_;  // The engine owns the model.
+  auto engine = Engine::Create(config, std::move(noop),
                                Decoder({"<blank>", "<unk>", "▁a", "▁b", "c", "d", "e", "<sos/eos>"},
                                        decoder::SearchMethod::kGreedy));
   if (!engine.ok()) {
@@ -287,11 +333,12 @@ void Live(int streams, double warm, double run, int frontend_threads) {
   for (int i = 0; i < streams; ++i) due.push({start + seconds(phase(rng)), i});
   const EngineStats& s = (*engine)->stats();
   struct Mark {
-    int64_t tick, fe, model, dec, wait, commands, emit, chunks, ticks;
+    int64_t tick, fe, model, dec, wait, commands, emit, chunks, ticks, decode_wait, slept;
   };
-  const auto mark = [&s] {
-    return Mark{s.tick_ns,     s.frontend_ns, s.model_ns,         s.decode_ns, s.device_wait_ns,
-                s.commands_ns, s.emit_ns,     s.chunks_processed, s.ticks};
+  const auto mark = [&s, &slept] {
+    return Mark{s.tick_ns,        s.frontend_ns,    s.model_ns,  s.decode_ns,
+                s.device_wait_ns, s.commands_ns,    s.emit_ns,   s.chunks_processed,
+                s.ticks,          s.decode_wait_ns, slept.load()};
   };
   Mark before{};
   bool marked = false;
@@ -323,14 +370,27 @@ void Live(int streams, double warm, double run, int frontend_threads) {
                model = per_row(after.model, before.model), dec = per_row(after.dec, before.dec),
                wait = per_row(after.wait, before.wait),
                commands = per_row(after.commands, before.commands),
-               emit = per_row(after.emit, before.emit);
+               emit = per_row(after.emit, before.emit),
+               decode_wait = per_row(after.decode_wait, before.decode_wait),
+               device = per_row(after.slept, before.slept);
+  // With a decode thread, decode is that thread's time (outside the tick)
+  // and the scheduler thread's share of it is the wait for it.
+  const bool off_thread = s.decode_off_thread.load();
+  const double own_decode = off_thread ? decode_wait : dec;
+  // The scheduler thread's own work: the tick less the modelled device time
+  // and the waits (for the decode thread, for the device's copies).
+  const double own = tick - device - (off_thread ? decode_wait : 0.0) - wait;
+  const std::string decode_thread =
+      off_thread ? absl::StrFormat("  decode thread %.3f us a row", dec) : std::string();
   std::printf(
-      "%8d streams  %8.0f rows/s (%.0f due)  cohort %6.1f  scheduler thread per row: %.3f us "
-      "(commands %.3f, emit %.3f, other %.3f; front end %.3f, model %.3f, decode %.3f, wait "
-      "%.3f)  busy %.0f %%  %lld events %lld errors\n",
+      "%8d streams  %8.0f rows/s (%.0f due)  cohort %6.1f  scheduler thread per row: own work "
+      "%.3f us (commands %.3f, emit %.3f, other %.3f, front end %.3f, model %.3f%s) + device "
+      "%.3f + waits %.3f%s  busy %.0f %%  %lld events %lld errors\n",
       streams, rows / run, streams / 0.64,
-      rows / std::max<double>(1.0, static_cast<double>(after.ticks - before.ticks)), tick, commands,
-      emit, tick - fe - model - dec - wait - commands - emit, fe, model, dec, wait,
+      rows / std::max<double>(1.0, static_cast<double>(after.ticks - before.ticks)), own, commands,
+      emit, tick - fe - model - own_decode - wait - commands - emit, fe, model - device,
+      off_thread ? "" : absl::StrFormat(", decode %.3f", dec).c_str(), device,
+      wait + (off_thread ? decode_wait : 0.0), decode_thread.c_str(),
       100.0 * tick * rows / 1e6 / run, static_cast<long long>(events),
       static_cast<long long>(errors));
   for (auto& h : handles) (void)h->EndAudio();
@@ -460,12 +520,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--repeat", repeat, "Runs per overhead figure (default 3 counting, 1 real)")
       ->check(CLI::Range(1, 1000));
-  std::string live;
+  std::string live, live_tick = "gpu", live_device;
   double live_warm = 3, live_run = 10;
   app.add_option("--live", live,
                  "Comma-separated stream counts: the scheduler thread's time per row with a push "
                  "and an event a row (16 kHz, 640 ms pieces in real time, a word a chunk), then "
                  "exit");
+  app.add_option("--live-tick", live_tick,
+                 "The tick --live runs: gpu (PCM rings, overlapped ticks, decode thread, on the "
+                 "CPU) or cpu (counting front end, the scheduler thread decoding)")
+      ->check(CLI::IsMember({"gpu", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--live-device-us", live_device,
+                 "FIXED,PER_ROW: the no-op forward's time in us, a sleep (default 1000,6 with "
+                 "--live-tick gpu: the H200's chunk step of the bundled model, ~1 ms + 6 us a row; "
+                 "0,0 with cpu)");
   app.add_option("--live-warm", live_warm, "Seconds before measuring (--live)")
       ->capture_default_str();
   app.add_option("--live-run", live_run, "Seconds measured per count (--live)")
@@ -480,21 +549,36 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (!live.empty()) {
+    const bool gpu_tick = live_tick == "gpu";
+    std::pair<double, double> device_us = gpu_tick ? std::pair{1000.0, 6.0} : std::pair{0.0, 0.0};
+    if (!live_device.empty()) {
+      const std::vector<std::string> v = absl::StrSplit(live_device, ',');
+      if (v.size() != 2 || !absl::SimpleAtod(v[0], &device_us.first) ||
+          !absl::SimpleAtod(v[1], &device_us.second) || device_us.first < 0 ||
+          device_us.second < 0) {
+        std::fprintf(stderr, "--live-device-us: '%s' is not FIXED,PER_ROW\n", live_device.c_str());
+        return 2;
+      }
+    }
+    // The GPU's tick fills the rings on front-end workers.
+    if (gpu_tick && options.frontend_threads == 0) options.frontend_threads = 2;
     std::printf(
-        "== live: no-op model writing a word a chunk, greedy, counting front end (%s), interim "
-        "results, one driver thread pushing 640 ms pieces and draining events; %.0f s after %.0f "
-        "s\n",
+        "== live: no-op model writing a word a chunk, greedy, %s (%s), interim results, one "
+        "driver thread pushing 640 ms pieces and draining events; a forward %g us + %g us a row; "
+        "%.0f s after %.0f s\n",
+        gpu_tick ? "the GPU's tick: PCM rings, overlapped ticks, decode thread"
+                 : "the CPU's tick: counting front end",
         options.frontend_threads > 0
-            ? (std::to_string(options.frontend_threads) + " threads").c_str()
+            ? (std::to_string(options.frontend_threads) + " front-end threads").c_str()
             : "inline",
-        live_run, live_warm);
+        device_us.first, device_us.second, live_run, live_warm);
     for (absl::string_view part : absl::StrSplit(live, ',')) {
       int n = 0;
       if (!absl::SimpleAtoi(part, &n) || n < 1 || n > EngineConfig::kMaxSlots) {
         std::fprintf(stderr, "--live: '%s' is not a stream count\n", std::string(part).c_str());
         return 2;
       }
-      Live(n, live_warm, live_run, options.frontend_threads);
+      Live(n, live_warm, live_run, options.frontend_threads, gpu_tick, device_us);
     }
     return 0;
   }

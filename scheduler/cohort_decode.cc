@@ -81,7 +81,8 @@ absl::Status DecodeCohort(decoder::CtcDecoder& decoder,
 }
 
 absl::StatusOr<CohortCandidates> CohortCandidates::Create(int rows, int max_frames, int k,
-                                                          int blank_id, Device device) {
+                                                          int blank_id, Device device,
+                                                          bool host_copies) {
   if (rows < 1 || max_frames < 1 || k < 1 || k > kernels::kMaxTopK || blank_id < 0) {
     return absl::InvalidArgumentError(absl::StrCat("cohort candidates: ", rows, " rows of ",
                                                    max_frames, " frames, k ", k, ", blank ",
@@ -93,6 +94,8 @@ absl::StatusOr<CohortCandidates> CohortCandidates::Create(int rows, int max_fram
   Tensor host;
   if (device.is_cuda()) {
     OASR_ASSIGN_OR_RETURN(host, Tensor::EmptyPinned({2 * words}, DType::kInt32));
+  } else if (host_copies) {
+    OASR_ASSIGN_OR_RETURN(host, Tensor::Empty({2 * words}, DType::kInt32));
   }
   return CohortCandidates(rows, max_frames, k, blank_id, std::move(dev), std::move(host));
 }

@@ -75,8 +75,11 @@ class CohortCandidates {
  public:
   // INVALID_ARGUMENT for k outside [1, 64] or non-positive sizes;
   // RESOURCE_EXHAUSTED when the memory cannot be had.
+  // With `host_copies` the two host copies exist on the CPU too (an engine
+  // overlapping ticks there decodes one cohort while the next is selected);
+  // on CUDA they always do.
   static absl::StatusOr<CohortCandidates> Create(int rows, int max_frames, int k, int blank_id,
-                                                 Device device);
+                                                 Device device, bool host_copies = false);
 
   // Selects the candidates of the first `rows` rows of `log_probs` (float32
   // [>= rows, max_frames, V] on ctx's device), every frame of them: the k
@@ -86,7 +89,7 @@ class CohortCandidates {
   absl::Status Select(ExecutionContext& ctx, const TensorView& log_probs, int rows) const;
 
   // Copies the first `rows` rows' candidates to the host copy and waits
-  // (nothing to copy on the CPU); then host(rows) is readable.
+  // (nothing to copy without host copies); then host(rows) is readable.
   absl::Status Download(ExecutionContext& ctx, int rows) const;
   // The same into host copy `buffer` (0 or 1: two ticks may be in flight),
   // enqueued on ctx's stream without waiting: host(rows, buffer) is
@@ -115,7 +118,7 @@ class CohortCandidates {
   int k_ = 0;
   int blank_id_ = 0;
   Tensor device_;  // int32/float32 words on the model's device.
-  Tensor host_;    // Two host copies (CUDA only; empty on the CPU).
+  Tensor host_;    // Two host copies (empty on the CPU without host_copies).
 };
 
 // DecodeCohort from `candidates` (already selected for these rows):

@@ -27,8 +27,9 @@ absl::Status EngineConfig::Validate() const {
         absl::StrCat("max_cohort_rows: ", max_cohort_rows, " is outside [0, ", kMaxCohortRows,
                      "] (0: max_batch_size, at most ", kDefaultCohortRows, ")"));
   }
-  if (max_waiting < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max_waiting: ", max_waiting, " is negative"));
+  if (max_waiting < 0 || max_waiting > kMaxWaiting) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_waiting: ", max_waiting, " is outside [0, ", kMaxWaiting, "]"));
   }
   if (max_wait_ms < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_wait_ms: ", max_wait_ms, " is negative"));
@@ -132,9 +133,12 @@ absl::Status Engine::Init() {
   // staging, the log-probs and the decoder's candidates, all for the widest
   // cohort), then the pool from what memory is left.
   const int k = decoder_->candidates_per_frame();
+  const bool overlap_wanted =
+      config_.overlap_ticks && rescorer_ == nullptr && (ctx_->is_cuda() || config_.overlap_on_cpu);
   if (config_.pruned_decode && k <= kernels::kMaxTopK) {
-    absl::StatusOr<CohortCandidates> candidates = CohortCandidates::Create(
-        rows, g.chunk_size, k, decoder_->config().search.blank_id, ctx_->device());
+    absl::StatusOr<CohortCandidates> candidates =
+        CohortCandidates::Create(rows, g.chunk_size, k, decoder_->config().search.blank_id,
+                                 ctx_->device(), /*host_copies=*/overlap_wanted);
     if (!candidates.ok()) return candidates.status();
     candidates_.emplace(std::move(*candidates));
   }
@@ -252,8 +256,7 @@ absl::Status Engine::Init() {
   ready_now_.reserve(slots);
   stats_.pool_blocks_total = cache_config_.max_num_blocks;
   stats_.pool_bytes = static_cast<int64_t>(cache_config_.pool_bytes());
-  overlap_ =
-      ctx_->is_cuda() && config_.overlap_ticks && candidates_.has_value() && rescorer_ == nullptr;
+  overlap_ = overlap_wanted && candidates_.has_value();
   inflight_.reserve(rows);
   if (overlap_ && config_.decode_thread) {
     decoding_.reserve(rows);
@@ -397,6 +400,7 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
   command.time = Clock::now();
   command.open = std::make_unique<Command::Open>(Command::Open{shared, request});
   int64_t id = 0;
+  uint32_t index = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("the engine is shutting down");
@@ -409,16 +413,24 @@ absl::StatusOr<std::unique_ptr<EngineStream>> Engine::OpenStream(const StreamReq
     }
     ++open_streams_;
     id = next_id_++;
+    // The most recently freed entry first: its lines are the likeliest cached.
+    if (free_indices_.empty()) {
+      index = next_index_++;
+    } else {
+      index = free_indices_.back();
+      free_indices_.pop_back();
+    }
     command.stream_id = id;
+    command.index = index;
     if (pipeline.ok() && *pipeline != nullptr) {
-      shared->frontend = std::make_shared<StreamFrontEnd>(std::move(*pipeline),
-                                                          frontend_pool_.get(), id, pcm_ring_);
+      shared->frontend = std::make_shared<StreamFrontEnd>(
+          std::move(*pipeline), frontend_pool_.get(), FrontEndTag(index, id), pcm_ring_);
     }
     commands_.push_back(std::move(command));
   }
   cv_.notify_one();
   return std::unique_ptr<EngineStream>(
-      new EngineStream(this, id, request.sample_rate, std::move(shared)));
+      new EngineStream(this, id, index, request.sample_rate, std::move(shared)));
 }
 
 void Engine::Enqueue(Command command) {
@@ -445,6 +457,7 @@ absl::Status EngineStream::PushAudio(std::span<const int16_t> samples) {
     Engine::Command command;
     command.type = Engine::Command::Type::kCancel;
     command.stream_id = id_;
+    command.index = index_;
     command.error = error;
     engine_->Enqueue(std::move(command));
     return error;
@@ -459,6 +472,7 @@ absl::Status EngineStream::PushAudio(std::span<const int16_t> samples) {
   Engine::Command command;
   command.type = Engine::Command::Type::kAudio;
   command.stream_id = id_;
+  command.index = index_;
   command.audio.assign(samples.begin(), samples.end());
   engine_->Enqueue(std::move(command));
   return absl::OkStatus();
@@ -471,6 +485,7 @@ absl::Status EngineStream::EndAudio() {
   Engine::Command command;
   command.type = Engine::Command::Type::kEnd;
   command.stream_id = id_;
+  command.index = index_;
   engine_->Enqueue(std::move(command));
   return absl::OkStatus();
 }
@@ -480,14 +495,22 @@ void EngineStream::Cancel() {
   Engine::Command command;
   command.type = Engine::Command::Type::kCancel;
   command.stream_id = id_;
+  command.index = index_;
   engine_->Enqueue(std::move(command));
 }
 
-void Engine::FrontEndDone(int64_t id) {
+void Engine::FrontEndDone(int64_t tag) {
   Command command;
   command.type = Command::Type::kFrontEnd;
-  command.stream_id = id;
+  command.stream_id = tag >> kIndexBits;
+  command.index = static_cast<uint32_t>(tag & ((int64_t{1} << kIndexBits) - 1));
   Enqueue(std::move(command));
+}
+
+Engine::Stream* Engine::FindStream(uint32_t index, int64_t id) {
+  if (index / kStreamChunk >= stream_chunks_.size()) return nullptr;
+  Stream& s = stream_chunks_[index / kStreamChunk][index % kStreamChunk];
+  return s.id == id ? &s : nullptr;
 }
 
 void Engine::AssertSchedulerThread() const {
@@ -528,13 +551,15 @@ void Engine::Loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       --open_streams_;
+      free_indices_.push_back(command.index);
     }
     command.open->shared->outbox.Push(std::move(event));
   }
-  std::vector<Stream*> all;
-  all.reserve(streams_.size());
-  for (auto& [id, s] : streams_) all.push_back(s.get());
-  for (Stream* s : all) Finish(*s, FinishReason::kCancelled);
+  for (const std::unique_ptr<Stream[]>& chunk : stream_chunks_) {
+    for (uint32_t i = 0; i < kStreamChunk; ++i) {
+      if (chunk[i].id != 0) Finish(chunk[i], FinishReason::kCancelled);
+    }
+  }
   // The device may still run the last cohort, and the decode thread the one
   // before: let them finish before the buffers they read and write go.
   WaitDecode();
@@ -572,23 +597,26 @@ bool Engine::Tick(std::vector<Command>& commands) {
 
 void Engine::Handle(Command& command) {
   if (command.type == Command::Type::kOpen) {
-    auto s = std::make_unique<Stream>();
+    while (command.index / kStreamChunk >= stream_chunks_.size()) {
+      stream_chunks_.push_back(std::make_unique<Stream[]>(kStreamChunk));
+    }
+    Stream& ref = stream_chunks_[command.index / kStreamChunk][command.index % kStreamChunk];
+    OASR_CHECK(ref.id == 0, "a stream table entry given out twice");
     StreamRequest& request = command.open->request;
-    s->id = command.stream_id;
-    s->sample_rate = request.sample_rate;
-    s->interim_results = request.interim_results;
-    s->decode = std::make_unique<decoder::StreamOptions>(std::move(request.decode));
-    s->nbest = s->decode->nbest;
+    ref.id = command.stream_id;
+    ref.index = command.index;
+    ref.sample_rate = request.sample_rate;
+    ref.interim_results = request.interim_results;
+    ref.decode = std::make_unique<decoder::StreamOptions>(std::move(request.decode));
+    ref.nbest = ref.decode->nbest;
     if (rescorer_ != nullptr && request.attention_rescoring) {
       // The whole beam is rescored; the request's n-best is kept of it.
-      s->rescoring = true;
-      s->decode->final_nbest = std::max(s->nbest, config_.decoder.search.beam_size);
+      ref.rescoring = true;
+      ref.decode->final_nbest = std::max(ref.nbest, config_.decoder.search.beam_size);
     }
-    s->shared = std::move(command.open->shared);
-    s->opened = command.time;
-    s->last_audio = command.time;
-    Stream& ref = *s;
-    streams_[s->id] = std::move(s);
+    ref.shared = std::move(command.open->shared);
+    ref.opened = command.time;
+    ref.last_audio = command.time;
     if (ref.shared->frontend != nullptr) {
       ref.frontend = ref.shared->frontend;  // Made by OpenStream.
     } else {
@@ -599,14 +627,14 @@ void Engine::Handle(Command& command) {
         return;
       }
       ref.frontend = std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(),
-                                                      ref.id, pcm_ring_);
+                                                      FrontEndTag(ref.index, ref.id), pcm_ring_);
     }
     waiting_.push_back(&ref);
     return;
   }
-  auto it = streams_.find(command.stream_id);
-  if (it == streams_.end()) return;  // Already finished: late audio or a second cancel.
-  Stream& s = *it->second;
+  Stream* found = FindStream(command.index, command.stream_id);
+  if (found == nullptr) return;  // Already finished: late audio or a second cancel.
+  Stream& s = *found;
   switch (command.type) {
     case Command::Type::kAudio: {
       if (s.input_finished) return;
@@ -832,9 +860,12 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     // find this one's place free.
     std::lock_guard<std::mutex> lock(mu_);
     --open_streams_;
+    // Only this thread reads the table: a stream opened on this entry now is
+    // set up by a later command.
+    free_indices_.push_back(s.index);
   }
   s.shared->outbox.Push(std::move(event));
-  streams_.erase(s.id);  // Destroys s.
+  s = Stream();  // Frees what it held; id 0 marks the entry free.
 }
 
 void Engine::CompleteFinals(Stream& s, std::vector<decoder::DecodeResult>& finals, bool rescore) {

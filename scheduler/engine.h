@@ -29,7 +29,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/attention_cache_manager.h"
@@ -87,11 +86,17 @@ class EngineStream {
 
  private:
   friend class Engine;
-  EngineStream(Engine* engine, int64_t id, int sample_rate, std::shared_ptr<StreamShared> shared)
-      : engine_(engine), id_(id), sample_rate_(sample_rate), shared_(std::move(shared)) {}
+  EngineStream(Engine* engine, int64_t id, uint32_t index, int sample_rate,
+               std::shared_ptr<StreamShared> shared)
+      : engine_(engine),
+        id_(id),
+        index_(index),
+        sample_rate_(sample_rate),
+        shared_(std::move(shared)) {}
 
   Engine* engine_;
   int64_t id_;
+  uint32_t index_;  // Its place in the engine's stream table.
   int sample_rate_;
   std::shared_ptr<StreamShared> shared_;
 };
@@ -153,8 +158,16 @@ class Engine {
   void LogConfiguration() const;
 
   void Enqueue(Command command);
-  // A front-end worker published stream `id`'s work (any thread).
-  void FrontEndDone(int64_t id);
+  // A stream's front-end tag: its table index and id in one word.
+  static int64_t FrontEndTag(uint32_t index, int64_t id) {
+    return (id << kIndexBits) | static_cast<int64_t>(index);
+  }
+  // A front-end worker published the work of the stream tagged `tag` (any
+  // thread).
+  void FrontEndDone(int64_t tag);
+  // The stream at table index `index` if it is stream `id` (a command may
+  // name a stream that finished since), else null.
+  Stream* FindStream(uint32_t index, int64_t id);
   void Loop();
   // One pass: commands, admission, one cohort. Returns true when more work
   // is ready without waiting for a command.
@@ -318,8 +331,20 @@ class Engine {
   int64_t next_id_ = 1;
   int64_t open_streams_ = 0;  // Opened and not yet finished (guarded by mu_).
 
+  // The stream table: every open stream at the index OpenStream gave it
+  // (from free_indices_ or next_index_, under mu_; Finish gives it back), so
+  // that a command finds its stream without a hash lookup: by index, checked
+  // against the id. Chunks of kStreamChunk streams, added as the indices
+  // grow and never moved (rows and lists point into them); a free entry
+  // has id 0. The scheduler thread's.
+  static constexpr int kIndexBits = 23;
+  static_assert(EngineConfig::kMaxSlots + EngineConfig::kMaxWaiting < (1 << kIndexBits));
+  static constexpr uint32_t kStreamChunk = 1024;
+  std::vector<std::unique_ptr<Stream[]>> stream_chunks_;
+  std::vector<uint32_t> free_indices_;  // Guarded by mu_.
+  uint32_t next_index_ = 0;             // Guarded by mu_.
+
   // Scheduler-thread state.
-  absl::flat_hash_map<int64_t, std::unique_ptr<Stream>> streams_;
   std::deque<Stream*> waiting_;
   std::vector<Stream*> active_;     // Admitted (holding a slot).
   std::vector<Stream*> ready_;      // Admitted with a chunk or an end to process.

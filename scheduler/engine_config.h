@@ -20,6 +20,8 @@ struct EngineConfig {
   // ladder), and what max_cohort_rows = 0 takes when there are more slots.
   static constexpr int kMaxCohortRows = 65536;
   static constexpr int kDefaultCohortRows = 16384;
+  // The most streams that may wait for a slot (max_waiting).
+  static constexpr int kMaxWaiting = 4000000;
 
   // Streams admitted at once: each holds a cache slot (device memory for its
   // K/V window and conv state). Streams beyond it wait.
@@ -29,8 +31,8 @@ struct EngineConfig {
   // for it, not for the slots. Ready streams beyond it run in the next tick,
   // first. 0: max_batch_size, at most kDefaultCohortRows.
   int max_cohort_rows = 0;
-  // Streams allowed to wait for a slot; beyond it OpenStream is refused
-  // (RESOURCE_EXHAUSTED).
+  // Streams allowed to wait for a slot, at most kMaxWaiting; beyond it
+  // OpenStream is refused (RESOURCE_EXHAUSTED).
   int max_waiting = 256;
   // A waiting stream is admitted ahead of longer ones once it has waited
   // this long (cohort admission otherwise prefers the most buffered audio).
@@ -97,6 +99,12 @@ struct EngineConfig {
   // a stream has at most one chunk in flight. Off: each tick waits for its
   // own forward and decodes it.
   bool overlap_ticks = true;
+  // overlap_ticks on the CPU too (else ignored there): the same tick as on
+  // CUDA, its decode thread included. The CPU's forward runs synchronously,
+  // so what overlaps is one cohort's decode with the next tick's commands,
+  // pick and forward; it is there to run and measure the serving tick of a
+  // GPU on machines without one (tests, oasr-bench-scheduler --live).
+  bool overlap_on_cpu = false;
   // With overlap_ticks: the decode (search and results) runs on a thread of
   // its own with its own pool of the model's cpu_threads, so the scheduler
   // thread commands, picks and launches the next cohort meanwhile; a
@@ -105,7 +113,7 @@ struct EngineConfig {
   bool decode_thread = true;
   // With the device front end and front-end threads: each stream's PCM goes
   // straight into its slot's ring, which the forward reads (page-locked
-  // host memory on CUDA, ~85 KB a slot for the bundled model), instead of
+  // host memory on CUDA, ~42 KB a slot for the bundled model), instead of
   // being copied into the staging by the scheduler thread every tick.
   bool pcm_rings = true;
 

@@ -46,6 +46,7 @@ struct Engine::Command {
   };
   Type type = Type::kAudio;
   int64_t stream_id = 0;
+  uint32_t index = 0;  // The stream's place in the table.
   Clock::time_point time;
   std::vector<int16_t> audio;  // kAudio
   std::unique_ptr<Open> open;  // kOpen
@@ -56,7 +57,8 @@ struct Engine::Command {
 // first; what only opening and admission read (the decode options, behind a
 // pointer) stays out of the way.
 struct Engine::Stream {
-  int64_t id = 0;
+  int64_t id = 0;      // 0: a free entry of the stream table.
+  uint32_t index = 0;  // Its place in the table.
   int sample_rate = 16000;
   bool interim_results = true;
   bool admitted = false;

@@ -279,5 +279,39 @@ TEST(CohortCandidatesTest, RefusesWhatTopKCannotSelect) {
   EXPECT_EQ(c->Select(**ctx, wrong_frames, 2).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CohortCandidatesTest, HostCopiesOnTheCpuKeepEachTicksCandidates) {
+  // An engine overlapping ticks on the CPU decodes one cohort from its host
+  // copy while the next cohort's candidates are selected: the copies must
+  // be the CPU's own, not views of the selection.
+  auto c = CohortCandidates::Create(2, kT, 1, 0, Device::Cpu(), /*host_copies=*/true);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ExecutionContextOptions o;
+  auto ctx = ExecutionContext::Create(o);
+  ASSERT_TRUE(ctx.ok());
+  auto select = [&](int unit, int buffer) {
+    std::vector<float> lp(2 * kT * kV, -5.0f);
+    for (int f = 0; f < 2 * kT; ++f) lp[f * kV + unit] = -0.1f;
+    const TensorView view(lp.data(), DType::kFloat32, {2, kT, kV}, Device::Cpu());
+    ASSERT_TRUE(c->Select(**ctx, view, 2).ok());
+    ASSERT_TRUE(c->EnqueueDownload(**ctx, 2, buffer).ok());
+  };
+  select(3, 0);
+  select(5, 1);
+  select(7, 0);  // Buffer 1 still holds the second selection.
+  for (int buffer : {0, 1}) {
+    const decoder::PrunedChunks h = c->host(2, buffer);
+    for (int f = 0; f < 2 * kT; ++f) {
+      EXPECT_EQ(h.ids[f], buffer == 0 ? 7 : 5) << "copy " << buffer << " frame " << f;
+      EXPECT_FLOAT_EQ(h.log_probs[f], -0.1f);
+      EXPECT_FLOAT_EQ(h.blank[f], -5.0f);
+    }
+  }
+  // Without host copies the CPU's candidates are read where selected.
+  auto shared = CohortCandidates::Create(2, kT, 1, 0, Device::Cpu());
+  ASSERT_TRUE(shared.ok());
+  EXPECT_TRUE(shared->EnqueueDownload(**ctx, 2, 1).ok());
+  EXPECT_EQ(shared->host(2, 0).ids, shared->host(2, 1).ids);
+}
+
 }  // namespace
 }  // namespace oasr::scheduler

@@ -242,14 +242,18 @@ void ExpectAllFreed(const Engine& engine) {
 }
 
 // Runs with the streams' front ends inline and on a pool of workers, each
-// computing the fbank itself (host) or resampling for the device front end.
+// computing the fbank itself (host) or resampling for the device front end;
+// and with overlapped ticks and the decode thread on the CPU as well (on
+// CUDA they are on in every case): the tick a GPU serves with.
 struct FrontEndParam {
   int threads = 0;
   bool device = false;
+  bool overlap = false;
 };
 
 void PrintTo(const FrontEndParam& p, std::ostream* os) {
-  *os << (p.device ? "device" : "host") << " front end, " << p.threads << " threads";
+  *os << (p.device ? "device" : "host") << " front end, " << p.threads << " threads"
+      << (p.overlap ? ", overlapped ticks" : "");
 }
 
 class EngineFrontEndTest : public ::testing::TestWithParam<FrontEndParam> {
@@ -259,18 +263,22 @@ class EngineFrontEndTest : public ::testing::TestWithParam<FrontEndParam> {
     config.frontend_threads = GetParam().threads;
     config.front_end =
         GetParam().device ? EngineConfig::FrontEnd::kDevice : EngineConfig::FrontEnd::kHost;
+    config.overlap_on_cpu = GetParam().overlap;
     return config;
   }
 };
 
 INSTANTIATE_TEST_SUITE_P(FrontEnd, EngineFrontEndTest,
                          ::testing::Values(FrontEndParam{0, false}, FrontEndParam{3, false},
-                                           FrontEndParam{0, true}, FrontEndParam{3, true}),
+                                           FrontEndParam{0, true}, FrontEndParam{3, true},
+                                           FrontEndParam{0, false, true},
+                                           FrontEndParam{3, true, true}),
                          [](const ::testing::TestParamInfo<FrontEndParam>& info) {
                            return std::string(info.param.device ? "Device" : "Host") +
                                   (info.param.threads == 0
                                        ? std::string("Inline")
-                                       : "Pool" + std::to_string(info.param.threads));
+                                       : "Pool" + std::to_string(info.param.threads)) +
+                                  (info.param.overlap ? "Overlapped" : "");
                          });
 
 TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
@@ -349,6 +357,8 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
   }
   EXPECT_GT(cancelled, 0);
   ExpectAllFreed(engine);
+  // The decode thread ran the cohorts wherever ticks overlapped.
+  EXPECT_EQ(engine.stats().decode_off_thread.load(), GetParam().overlap || OASR_TEST_CUDA);
   EXPECT_GT(engine.stats().batch_size.Read().sum / engine.stats().batch_size.Read().count, 1.5)
       << "streams were never batched together";
   EXPECT_EQ(engine.stats().finished[static_cast<int>(FinishReason::kStop)].load() + cancelled,
