@@ -810,7 +810,7 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
   event.results = std::move(results);
   event.finish = reason;
   event.error = std::move(error);
-  event.audio_processed_s = ProcessedSeconds(s);
+  event.audio_processed_s = ProcessedSeconds(s, s.offset);
   if (s.decoder_state != nullptr) {
     decoder::DecoderState& state = *s.decoder_state;
     if (reason == FinishReason::kStop || reason == FinishReason::kLength ||
@@ -823,7 +823,7 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     for (decoder::DecodeResult& r : finals) event.results.push_back(std::move(r));
     decoder_states_->Release(std::move(s.decoder_state));
   }
-  ClampToAudio(s, &event.results);
+  ClampToAudio(s, s.offset, &event.results);
   if (s.context.has_value()) {
     // Its segment's blocks go back to the pool.
     if (s.rescoring) segment_memory_->Reset(s.context->slot());
@@ -957,17 +957,18 @@ void Engine::RescoreFinals(std::span<const FinalsToRescore> batch) {
   run();
 }
 
-double Engine::ProcessedSeconds(const Stream& s) const {
+double Engine::ProcessedSeconds(const Stream& s, int64_t offset) const {
   const double sent =
       static_cast<double>(s.shared->samples_pushed.load(std::memory_order_relaxed)) / s.sample_rate;
-  return std::min(FramesToSeconds(s.offset), sent);
+  return std::min(FramesToSeconds(offset), sent);
 }
 
-void Engine::ClampToAudio(const Stream& s, std::vector<decoder::DecodeResult>* results) const {
+void Engine::ClampToAudio(const Stream& s, int64_t offset,
+                          std::vector<decoder::DecodeResult>* results) const {
   const auto limit = static_cast<int64_t>(std::floor(
       1000.0 * static_cast<double>(s.shared->samples_pushed.load(std::memory_order_relaxed)) /
       s.sample_rate));
-  if (FramesToSeconds(s.offset) * 1000.0 <= static_cast<double>(limit)) return;
+  if (FramesToSeconds(offset) * 1000.0 <= static_cast<double>(limit)) return;
   for (decoder::DecodeResult& r : *results) {
     r.start_ms = std::min(r.start_ms, limit);
     r.end_ms = std::min(r.end_ms, limit);

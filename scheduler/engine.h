@@ -206,6 +206,11 @@ class Engine {
   // meanwhile are skipped.
   void DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& pool);
   void EmitCohort(std::vector<Row>& rows);
+  // The event of a row whose chunk leaves its stream running, when there is
+  // something to say (a final result, or a changed interim transcript):
+  // pushed by the decode, on any of its threads, for its own row's stream.
+  // An ending row's results go out with Finish.
+  void PushChunkEvent(Row& row);
   // overlap_ticks: waits for the cohort in flight, then decodes and emits it
   // (without a decode thread), or hands it to the decode thread.
   void RetireInflight();
@@ -218,7 +223,8 @@ class Engine {
   void WaitDecode();
   // Waits for decoding_ and emits its events.
   void RetireDecoding();
-  // After row `row`'s chunk was decoded: bookkeeping, then its event.
+  // After row `row`'s chunk was decoded (and its event pushed): the
+  // stream's bookkeeping, or its end.
   void AfterChunk(Row& row, Clock::time_point now);
 
   // Ends `s` with `reason`: final results when it ran to an end, the event,
@@ -251,12 +257,14 @@ class Engine {
   Clock::time_point LastAudio(const Stream& s) const;
   // Seconds of audio `frames` encoder frames cover (the model's frame clock).
   double FramesToSeconds(int64_t frames) const { return frames * frame_shift_ms_ / 1000.0; }
-  // A stream's audio_processed: its decoded frames on the model's clock, at
-  // most the audio it was sent (the tail padding's frames may reach past it).
-  double ProcessedSeconds(const Stream& s) const;
+  // A stream's audio_processed once `offset` encoder frames are decoded:
+  // those frames on the model's clock, at most the audio it was sent (the
+  // tail padding's frames may reach past it).
+  double ProcessedSeconds(const Stream& s, int64_t offset) const;
   // Caps the times of `results` (segment and word times) at the audio `s`
   // was sent, for the same reason.
-  void ClampToAudio(const Stream& s, std::vector<decoder::DecodeResult>* results) const;
+  void ClampToAudio(const Stream& s, int64_t offset,
+                    std::vector<decoder::DecodeResult>* results) const;
   void AssertSchedulerThread() const;
 
   const EngineConfig config_;

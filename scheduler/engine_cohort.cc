@@ -389,6 +389,41 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& po
     }
     if (!rescore_batch_.empty()) RescoreFinals(rescore_batch_);
   }
+  // The rows' events go out from here, in parts like the results (each
+  // builds its transcripts' messages and takes its own outbox's lock), not
+  // one by one on the scheduler thread when the cohort retires.
+  ForEachPart(pool, n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; ++b) PushChunkEvent(rows[b]);
+  });
+}
+
+void Engine::PushChunkEvent(Row& row) {
+  if (row.stream == nullptr || !row.status.ok() || row.decoder_status.finished) return;
+  // The stream is this row's alone until the cohort retires: the scheduler
+  // thread neither finishes it (Finish waits for the decode) nor moves its
+  // offset or its last partial meanwhile.
+  Stream& s = *row.stream;
+  const bool finals = !row.finals.empty();
+  if (finals) s.last_partial.clear();
+  bool partial = false;
+  if (row.partial.has_value()) {
+    // Both arms lvalues, so the transcript is compared in place, not copied.
+    static const std::string kNone;
+    const std::string& text = row.partial->nbest.empty() ? kNone : row.partial->nbest[0].transcript;
+    if (text != s.last_partial) {
+      s.last_partial = text;
+      partial = true;
+    }
+  }
+  if (!finals && !partial) return;
+  StreamEvent event;
+  event.results = std::move(row.finals);
+  row.finals.clear();  // Sent: a Finish before the row retires does not send them again.
+  if (partial) event.results.push_back(std::move(*row.partial));
+  const int64_t offset = s.offset + row.frames;
+  ClampToAudio(s, offset, &event.results);
+  event.audio_processed_s = ProcessedSeconds(s, offset);
+  s.shared->outbox.Push(std::move(event));
 }
 
 void Engine::EmitCohort(std::vector<Row>& rows) {
@@ -437,29 +472,8 @@ void Engine::AfterChunk(Row& row, Clock::time_point now) {
   if (row.decoder_status.finished) {
     // single_utterance: the first endpoint ends the stream.
     Finish(s, FinishReason::kEndpoint, absl::OkStatus(), std::move(row.finals));
-    return;
   }
-  // An event only when there is something to say: a final result, or an
-  // interim one whose transcript changed.
-  const bool finals = !row.finals.empty();
-  if (finals) s.last_partial.clear();
-  bool partial = false;
-  if (row.partial.has_value()) {
-    // Both arms lvalues, so the transcript is compared in place, not copied.
-    static const std::string kNone;
-    const std::string& text = row.partial->nbest.empty() ? kNone : row.partial->nbest[0].transcript;
-    if (text != s.last_partial) {
-      s.last_partial = text;
-      partial = true;
-    }
-  }
-  if (!finals && !partial) return;
-  StreamEvent event;
-  event.results = std::move(row.finals);
-  if (partial) event.results.push_back(std::move(*row.partial));
-  ClampToAudio(s, &event.results);
-  event.audio_processed_s = ProcessedSeconds(s);
-  s.shared->outbox.Push(std::move(event));
+  // Otherwise its event went out with the decode (PushChunkEvent).
 }
 
 }  // namespace oasr::scheduler

@@ -207,6 +207,8 @@ void StreamFrontEnd::Close() {
 }
 
 absl::Status StreamFrontEnd::error() const {
+  // The owner asks at every notification; a failure is rare and sticky.
+  if (!failed_.load(std::memory_order_acquire)) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
@@ -261,7 +263,10 @@ void StreamFrontEnd::Run(std::span<const int16_t> first) {
       if (status.ok() && end) input_done_ = true;
       PublishLocked();
       published_time_ = taken_time;  // pending_time_ only grows.
-      if (!status.ok()) error_ = status;
+      if (!status.ok()) {
+        error_ = status;
+        failed_.store(true, std::memory_order_release);
+      }
       if (!ring_mode_ && status.ok() && end) flushed_.store(true, std::memory_order_release);
       flushed_now = !was_flushed && flushed_.load(std::memory_order_relaxed);
       more = status.ok() && (!pending_.empty() || end_pending_ || publish_pending_);

@@ -183,6 +183,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
   bool scheduled_ = false;                                  // Queued on or running on a worker.
   bool closed_ = false;
   absl::Status error_;
+  std::atomic<bool> failed_{false};  // error_ is set: error() reads it without mu_ until then.
   // Published rows (pool only); rows_ready_ is its end(), readable without
   // mu_ (inline: the pipeline's).
   encoder::FrameBuffer published_;
