@@ -629,7 +629,7 @@ void Engine::Handle(Command& command) {
       ref.frontend = std::make_shared<StreamFrontEnd>(std::move(*frontend), frontend_pool_.get(),
                                                       FrontEndTag(ref.index, ref.id), pcm_ring_);
     }
-    waiting_.push_back(&ref);
+    WaitPush(kArrived, ref);
     return;
   }
   Stream* found = FindStream(command.index, command.stream_id);
@@ -691,23 +691,42 @@ void Engine::Handle(Command& command) {
   }
 }
 
+void Engine::WaitPush(WaitList list, Stream& s) {
+  Stream::WaitLinks& link = s.waits[list];
+  if (link.linked) return;
+  WaitQueue& q = waiting_[list];
+  link.prev = q.tail;
+  link.next = nullptr;
+  link.linked = true;
+  (q.tail != nullptr ? q.tail->waits[list].next : q.head) = &s;
+  q.tail = &s;
+  ++q.size;
+}
+
+void Engine::WaitRemove(WaitList list, Stream& s) {
+  Stream::WaitLinks& link = s.waits[list];
+  if (!link.linked) return;
+  WaitQueue& q = waiting_[list];
+  (link.prev != nullptr ? link.prev->waits[list].next : q.head) = link.next;
+  (link.next != nullptr ? link.next->waits[list].prev : q.tail) = link.prev;
+  link = Stream::WaitLinks();
+  --q.size;
+}
+
 void Engine::Admit() {
-  if (waiting_.empty() || slots_->num_free() == 0) return;
-  // Streams past their admission window go first, oldest first; the rest by
-  // the most buffered audio, so a cohort fills with streams that can run now.
+  if (waiting_[kArrived].size == 0 || slots_->num_free() == 0) return;
+  // Streams past their admission window go first, oldest first; then those
+  // with a chunk to run (a cohort fills with streams that can run now), in
+  // the order they got it; then the rest in arrival order.
   const Clock::time_point now = Clock::now();
   const auto window = std::chrono::duration<double, std::milli>(config_.max_wait_ms);
-  std::stable_sort(waiting_.begin(), waiting_.end(), [&](const Stream* a, const Stream* b) {
-    const bool a_late = now - a->opened >= window;
-    const bool b_late = now - b->opened >= window;
-    if (a_late != b_late) return a_late;
-    if (a_late) return a->opened < b->opened;
-    return a->frontend->NumFramesReady() > b->frontend->NumFramesReady();
-  });
   cache::CacheManagers managers{slots_.get(), attention_.get(), states_.get()};
   admission_blocked_ = false;
-  while (!waiting_.empty() && slots_->num_free() > 0) {
-    Stream& s = *waiting_.front();
+  while (waiting_[kArrived].size > 0 && slots_->num_free() > 0) {
+    Stream* oldest = waiting_[kArrived].head;
+    Stream& s = now - oldest->opened >= window || waiting_[kCanRun].size == 0
+                    ? *oldest
+                    : *waiting_[kCanRun].head;
     absl::StatusOr<cache::StreamContext> context =
         cache::StreamContext::Allocate(s.id, managers, ctx_->stream());
     if (!context.ok()) {
@@ -715,11 +734,11 @@ void Engine::Admit() {
         admission_blocked_ = true;  // Retried when a stream finishes.
         break;
       }
-      waiting_.pop_front();
-      Finish(s, FinishReason::kError, context.status());
+      Finish(s, FinishReason::kError, context.status());  // Leaves the lists.
       continue;
     }
-    waiting_.pop_front();
+    WaitRemove(kArrived, s);
+    WaitRemove(kCanRun, s);
     s.context.emplace(std::move(*context));
     if (pcm_ring_) {
       const int64_t lane = pcm_rings_.dim(1) * pcm_rings_.dim(2);
@@ -762,9 +781,15 @@ Engine::Clock::time_point Engine::LastAudio(const Stream& s) const {
 }
 
 void Engine::MarkReady(Stream& s) {
+  if (!s.admitted) {
+    // Waiting: admission prefers it once it has a chunk to run (audio pushed
+    // to the workers shows here when they publish it).
+    if (ChunkReady(s) || s.frontend->flushed()) WaitPush(kCanRun, s);
+    return;
+  }
   // A chunk to run, or the end of the audio with none left (drained: the
   // next tick finishes it).
-  if (!s.admitted || s.queued) return;
+  if (s.queued) return;
   bool ready = ChunkReady(s) || s.frontend->flushed();
   if (!ready && frontend_pool_ != nullptr && s.inflight_row < 0) {
     // Not yet: the workers notify once the next chunk's frames are
@@ -783,7 +808,7 @@ void Engine::MarkReady(Stream& s) {
 
 bool Engine::HasReadyWork() const {
   if (!ready_.empty() || !inflight_.empty() || !decoding_.empty()) return true;
-  return !waiting_.empty() && slots_->num_free() > 0 && !admission_blocked_;
+  return waiting_[kArrived].size > 0 && slots_->num_free() > 0 && !admission_blocked_;
 }
 
 void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
@@ -849,8 +874,8 @@ void Engine::Finish(Stream& s, FinishReason reason, absl::Status error,
     last->active_index = s.active_index;
     active_.pop_back();
   } else {
-    auto it = std::find(waiting_.begin(), waiting_.end(), &s);
-    if (it != waiting_.end()) waiting_.erase(it);
+    WaitRemove(kArrived, s);
+    WaitRemove(kCanRun, s);
   }
   stats_.finished[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   admission_blocked_ = false;  // Its blocks and slot are free again.
@@ -983,7 +1008,7 @@ void Engine::ClampToAudio(const Stream& s, int64_t offset,
 
 void Engine::UpdateGauges() {
   stats_.streams_active = static_cast<int64_t>(active_.size());
-  stats_.streams_waiting = static_cast<int64_t>(waiting_.size());
+  stats_.streams_waiting = static_cast<int64_t>(waiting_[kArrived].size);
   stats_.pool_blocks_used = cache_config_.max_num_blocks - pool_->num_free_blocks();
   stats_.slots_total = slots_->capacity();
   stats_.slots_used = slots_->capacity() - slots_->num_free();

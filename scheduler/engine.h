@@ -21,7 +21,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -175,6 +174,18 @@ class Engine {
   void Handle(Command& command);
   void HandleOpen(Command& command);
   void Admit();
+  // Streams waiting for a slot, in two intrusive lists (Stream::waits): all
+  // of them in arrival order (kArrived), and those with a chunk to run in
+  // the order they got it (kCanRun). Every step O(1): admission and a
+  // waiting stream's end cost the same whatever the queue's length.
+  enum WaitList { kArrived = 0, kCanRun = 1 };
+  struct WaitQueue {
+    Stream* head = nullptr;
+    Stream* tail = nullptr;
+    size_t size = 0;
+  };
+  void WaitPush(WaitList list, Stream& s);
+  void WaitRemove(WaitList list, Stream& s);
   bool HasReadyWork() const;
   // Queues `s` for the next cohort when it is admitted and has a chunk (or
   // the end of its audio) to process.
@@ -353,7 +364,7 @@ class Engine {
   uint32_t next_index_ = 0;             // Guarded by mu_.
 
   // Scheduler-thread state.
-  std::deque<Stream*> waiting_;
+  WaitQueue waiting_[2];            // By WaitList.
   std::vector<Stream*> active_;     // Admitted (holding a slot).
   std::vector<Stream*> ready_;      // Admitted with a chunk or an end to process.
   std::vector<Stream*> ready_now_;  // Scratch: this tick's ready_.

@@ -34,8 +34,10 @@ struct EngineConfig {
   // Streams allowed to wait for a slot, at most kMaxWaiting; beyond it
   // OpenStream is refused (RESOURCE_EXHAUSTED).
   int max_waiting = 256;
-  // A waiting stream is admitted ahead of longer ones once it has waited
-  // this long (cohort admission otherwise prefers the most buffered audio).
+  // A waiting stream is admitted ahead of the others once it has waited
+  // this long, oldest first; until then admission prefers streams with a
+  // chunk to run (in the order they got it), so a cohort fills with streams
+  // that can run now. Each admission is O(1) whatever the queue's length.
   double max_wait_ms = 100.0;
   // K/V pool blocks; 0 derives it from memory (CUDA: free device memory;
   // CPU: cpu_pool_bytes), capped at max_batch_size x max_blocks_per_seq.

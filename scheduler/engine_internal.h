@@ -85,6 +85,13 @@ struct Engine::Stream {
   Clock::time_point opened;
   // The request's decode options until admission configures the decoder.
   std::unique_ptr<decoder::StreamOptions> decode;
+  // Its links in the waiting lists (by Engine::WaitList) while it waits.
+  struct WaitLinks {
+    Stream* prev = nullptr;
+    Stream* next = nullptr;
+    bool linked = false;
+  };
+  WaitLinks waits[2];
 };
 
 // One stream's place in this tick's cohort: what the tick's steps learn about

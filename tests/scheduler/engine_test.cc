@@ -516,6 +516,80 @@ TEST(EngineTest, WaitingStreamsAreAdmittedInOrder) {
   for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], streams[i]->id());
 }
 
+TEST(EngineTest, WaitingStreamsThatCanRunAreAdmittedFirstAndLeaveTheQueueAnywhere) {
+  // One slot, held by A. Waiting behind it, in arrival order: B (no audio
+  // yet), C (a whole utterance), D (cancelled while it waits), E (a whole
+  // utterance). Within the admission window, streams with a chunk to run
+  // go first, in the order they got it: C, then E; B only once they are
+  // done. D leaves from the middle of the queue at once.
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  EngineConfig config;
+  config.max_batch_size = 1;
+  config.max_wait_ms = 600000;  // Nobody is late: the order below is the rule's.
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(43);
+  auto a = *engine.OpenStream({});
+  ASSERT_TRUE(a->PushAudio(MakeAudio(rng, 1.0, 16000)).ok());
+  StreamEvent first;
+  ASSERT_TRUE(a->outbox().WaitPop(&first, 60)) << "A was never decoded";
+  auto b = *engine.OpenStream({});
+  auto c = *engine.OpenStream({});
+  const std::vector<int16_t> c_audio = MakeAudio(rng, 0.8, 16000);
+  ASSERT_TRUE(c->PushAudio(c_audio).ok());
+  ASSERT_TRUE(c->EndAudio().ok());
+  auto d = *engine.OpenStream({});
+  d->Cancel();
+  auto e = *engine.OpenStream({});
+  const std::vector<int16_t> e_audio = MakeAudio(rng, 0.8, 16000);
+  ASSERT_TRUE(e->PushAudio(e_audio).ok());
+  ASSERT_TRUE(e->EndAudio().ok());
+  EXPECT_EQ(Collect(*d).finish, FinishReason::kCancelled);
+  // B, C and E wait (the gauge is set at the end of the tick that handled
+  // their commands).
+  for (int i = 0; i < 2000 && engine.stats().streams_waiting.load() != 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(engine.stats().streams_waiting.load(), 3);
+  ASSERT_TRUE(a->EndAudio().ok());
+  EXPECT_EQ(Collect(*a).finish, FinishReason::kStop);
+  // One slot, so each stream's events come between its admission and its
+  // end: C's last event precedes E's first, and E's last B's first.
+  struct Timed {
+    Collected c;
+    std::chrono::steady_clock::time_point first, last;
+  };
+  auto collect = [](EngineStream& stream) {
+    Timed t;
+    StreamEvent event;
+    while (!t.c.finish.has_value() && stream.outbox().WaitPop(&event, 60)) {
+      if (t.first == std::chrono::steady_clock::time_point()) t.first = event.pushed;
+      t.last = event.pushed;
+      for (auto& r : event.results) {
+        if (r.is_final) t.c.finals.push_back(std::move(r));
+      }
+      t.c.finish = event.finish;
+    }
+    return t;
+  };
+  const Timed got_c = collect(*c), got_e = collect(*e);
+  ASSERT_EQ(got_c.c.finish, FinishReason::kStop);
+  ASSERT_EQ(got_e.c.finish, FinishReason::kStop);
+  EXPECT_LT(got_c.last, got_e.first) << "E was admitted before C";
+  ExpectSameResults(got_c.c.finals, TranscribeAlone(engine, *setup.model, c_audio, 16000, {}), "C");
+  ExpectSameResults(got_e.c.finals, TranscribeAlone(engine, *setup.model, e_audio, 16000, {}), "E");
+  StreamEvent none;
+  EXPECT_FALSE(b->outbox().TryPop(&none)) << "B was admitted before streams that could run";
+  const std::vector<int16_t> b_audio = MakeAudio(rng, 0.8, 16000);
+  ASSERT_TRUE(b->PushAudio(b_audio).ok());
+  ASSERT_TRUE(b->EndAudio().ok());
+  const Timed got_b = collect(*b);
+  ASSERT_EQ(got_b.c.finish, FinishReason::kStop);
+  EXPECT_LT(got_e.last, got_b.first);
+  ExpectSameResults(got_b.c.finals, TranscribeAlone(engine, *setup.model, b_audio, 16000, {}), "B");
+  ExpectAllFreed(engine);
+}
+
 TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
