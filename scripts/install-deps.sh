@@ -20,8 +20,9 @@ packages=(
   espeak-ng flite festival festvox-kallpc16k
   # The HTS voice and the engine that makes it many speakers (tools/train/hts.py)
   festvox-us-slt-hts libhtsengine1
-  # Speech codecs the training data passes through (tools/train/codecs.py)
-  libgsm1 libopus0
+  # Speech codecs the training data passes through (tools/train/codecs.py;
+  # libspandsp2 for G.722)
+  libgsm1 libopus0 libspandsp2
   # Formatting
   clang-format
   # Fuzzing (make fuzz): clang and its libFuzzer

@@ -18,7 +18,8 @@ dest="${1:-$repo/.devdebs}"
 roots=(espeak-ng espeak-ng-data flite festival festlex-cmu festlex-poslex
        festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
        libhtsengine1      # the HTS voice's speakers (tools/train/hts.py)
-       libgsm1 libopus0)  # and the codecs of tools/train/codecs.py
+       libgsm1 libopus0   # and the codecs of tools/train/codecs.py: GSM, Opus,
+       libspandsp2)       # G.722 (it brings libtiff6 and its image libraries)
 # Present on any Debian/Ubuntu base system, or only needed by maintainer
 # scripts that never run here (adduser, dpkg, debconf, ...).
 exclude=" adduser alsa-utils cdebconf debconf dpkg gcc-12-base install-info kmod

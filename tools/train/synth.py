@@ -20,9 +20,9 @@ Training utterances go into shards of 25 under OUT/train/ (shardNNNNN.pt,
   --store wav (default): the 16 kHz waveform, an int16 tensor per
       utterance. train.py augments them afresh at every step on its device
       (augment.py through gpu_frontend.py), so no augmentation happens here
-      but one: --codec-share of them (default 12 %) have been through a GSM
-      or Opus round trip (codecs.py; meta "codec" says which), a codec being
-      too slow to run at every training step;
+      but one: --codec-share of them (default 12 %) have been through a GSM,
+      Opus or G.722 round trip (codecs.py; meta "codec" says which), a codec
+      being too slow to run at every training step;
   --store feats (the older flow): augmented once here (augment.augment, its
       description in meta "aug") and stored as float16 fbank features.
 Evaluation utterances (held-out sentences, every family, clean, default voice
@@ -362,9 +362,9 @@ def main(argv=None):
                    help="training shards hold clean int16 waveforms (augmented by train.py at "
                         "every step) or fbank features augmented here once")
     p.add_argument("--codec-share", type=float, default=0.12,
-                   help="share of training utterances passed through a GSM 06.10 or Opus "
-                        "round trip (codecs.py) once, here; codecs whose library is missing "
-                        "are left out")
+                   help="share of training utterances passed through a GSM 06.10, Opus or "
+                        "G.722 round trip (codecs.py) once, here; codecs whose library is "
+                        "missing are left out")
     p.add_argument("--hts-speakers", action=argparse.BooleanOptionalAction, default=True,
                    help="the HTS voice as a random speaker per training utterance "
                         "(libHTSEngine, hts.py); off: festival's own synthesis with its rate")
@@ -418,9 +418,10 @@ def main(argv=None):
                      for i in range(0, len(eval_items), a.job_size)]
 
     if a.max_train > 0 and a.codec_share > 0:
-        missing = sorted({"gsm", "opus"} - set(codecs.available()))
+        missing = [c for c in codecs.LIBRARIES if c not in codecs.available()]
         if missing:
-            print(f"synth: codecs {missing} not installed here (libgsm1, libopus0); the "
+            packages = ", ".join(codecs.PACKAGES[c] for c in missing)
+            print(f"synth: codecs {missing} not installed here ({packages}); the "
                   f"codec share uses {codecs.available() or 'none'}", file=sys.stderr)
     jobs = []
     if a.max_train > 0:

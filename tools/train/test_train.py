@@ -6,6 +6,7 @@ through train_forward, and tiny train.py runs that pick up a shard written
 between epochs (--reload-shards) and resume over more data."""
 
 import contextlib
+import ctypes
 import glob
 import gzip
 import io
@@ -350,6 +351,11 @@ def best_lag(x, y, span=100):
     return max(range(len(scores)), key=scores.__getitem__) - span
 
 
+def snr_db(x, y):
+    """y's signal-to-noise ratio against x, sample by sample (no lag sought)."""
+    return 10 * math.log10(float((x ** 2).sum() / ((x - y) ** 2).sum()))
+
+
 def band_energy_db(x, low, high):
     spec = torch.fft.rfft(x).abs() ** 2
     freqs = torch.fft.rfftfreq(x.numel(), 1 / 16000)
@@ -476,7 +482,7 @@ class HtsVoiceTest(unittest.TestCase):
         self.assertEqual(synth.voice_settings(self.FAMILY, rng, clean=True), {"stretch": 1.0})
 
 
-@unittest.skipUnless(set(codecs.available()) == {"gsm", "opus"},
+@unittest.skipUnless({"gsm", "opus"} <= set(codecs.available()),
                      "libgsm1 and libopus0 are not both installed")
 class CodecTest(unittest.TestCase):
     def test_gsm_round_trip_is_narrowband_aligned_and_coded(self):
@@ -542,13 +548,91 @@ class CodecTest(unittest.TestCase):
             n, _ = synth._train_job((shard, 11, items, "wav", 1.0))
             self.assertEqual(n, 2)
             meta = torch.load(shard)["meta"]
-            self.assertTrue(all(m["codec"]["codec"] in ("gsm", "opus") for m in meta))
+            self.assertTrue(all(m["codec"]["codec"] in codecs.available() for m in meta))
             n, _ = synth._train_job((shard + "0", 11, items, "wav", 0.0))
             self.assertFalse(any("codec" in m for m in torch.load(shard + "0")["meta"]))
             whisper = synth.synthesize([("espeak:en-us", "hello there", {
                 "variant": "whisper", "speed": 165, "pitch": 50, "amplitude": 100})], tmp)[0]
             self.assertIsNotNone(whisper)
             self.assertGreater(float(whisper.abs().max()), 0.01)
+
+
+class CodecAvailabilityTest(unittest.TestCase):
+    def test_available_names_the_codecs_whose_library_loads(self):
+        for codec, library in codecs.LIBRARIES.items():
+            try:
+                ctypes.CDLL(library)
+                loads = True
+            except OSError:
+                loads = False
+            self.assertEqual(codec in codecs.available(), loads, library)
+
+    def test_a_missing_library_is_left_out_and_said(self):
+        x = band_noise_bursts(0.2)
+        with mock.patch.dict(codecs._LIBS, {"g722": None}):
+            self.assertNotIn("g722", codecs.available())
+            with self.assertRaisesRegex(RuntimeError, "libspandsp2"):
+                codecs.g722(x)
+
+
+@unittest.skipUnless("g722" in codecs.available(), "libspandsp2 is not installed")
+class G722Test(unittest.TestCase):
+    def test_g722_round_trip_is_aligned_close_and_coded(self):
+        # Noise bursts below 3.5 kHz for the lag (no periodicity to confuse
+        # it), a speech-like signal (harmonics, formants) for the fidelity.
+        for x in (band_noise_bursts(seed=4), frontend.synthetic_speech(2.0, 3)):
+            y, sent = codecs.g722(x)
+            self.assertEqual(y.shape, x.shape)
+            self.assertEqual(sent, -(-(x.numel() + codecs.G722_DELAY) // 16) * 8,
+                             "a byte for every two samples fed, the delay's among them")
+            self.assertEqual(best_lag(x, y), 0, "the QMF filters' delay is taken off")
+            # The match is best at lag 0 and falls steeply a sample either
+            # way: the delay is right to the sample, not only near it.
+            at = {lag: snr_db(x[100:-100], y[100 + lag:y.numel() - 100 + lag])
+                  for lag in (-1, 0, 1)}
+            self.assertGreater(at[0], 20.0)
+            self.assertGreater(at[0], max(at[-1], at[1]) + 10)
+            # ... but not a copy: ADPCM's quantization noise is there.
+            self.assertLess(snr_db(x, y), 40.0, "the codec changed the waveform")
+            self.assertTrue(torch.equal(codecs.g722(x)[0], y), "deterministic")
+
+    def test_g722_keeps_the_wide_band(self):
+        """Unlike GSM's 8 kHz, G.722 codes up to 7 kHz: noise up to 6.5 kHz
+        comes back at about its level above 4 kHz too."""
+        g = torch.Generator().manual_seed(5)
+        n = 32000
+        x = augment.resample(augment.resample(torch.randn(n, generator=g) * 0.1, 16000, 13000),
+                             13000, 16000)[:n]
+        y, _ = codecs.g722(x)
+        for low, high in ((300, 3400), (4500, 6400)):
+            self.assertAlmostEqual(band_energy_db(y, low, high), band_energy_db(x, low, high),
+                                   delta=2, msg=f"{low}-{high} Hz")
+
+    def test_g722_bitrate_decides_bytes_and_fidelity(self):
+        x = band_noise_bursts(seed=6)
+        results = {rate: codecs.g722(x, rate) for rate in codecs.G722_BITRATES}
+        for rate, (y, sent) in results.items():
+            self.assertEqual(y.shape, x.shape)
+            self.assertEqual(best_lag(x, y), 0, f"{rate} bit/s")
+            self.assertAlmostEqual(sent * 8 / 2.0, rate, delta=0.01 * rate)
+        snr = {rate: snr_db(x, y) for rate, (y, _) in results.items()}
+        self.assertGreater(snr[56000], snr[48000] + 2)
+        self.assertGreater(snr[64000], snr[56000] + 2)
+        with self.assertRaises(ValueError):
+            codecs.g722(x, 32000)
+
+    def test_draw_picks_g722_in_its_share(self):
+        rng = random.Random(7)
+        drawn = [codecs.draw(rng, ["gsm", "opus", "g722"]) for _ in range(1000)]
+        g722 = [p for p in drawn if p["codec"] == "g722"]
+        share = codecs.WEIGHTS["g722"] / sum(codecs.WEIGHTS.values())
+        self.assertAlmostEqual(len(g722) / len(drawn), share, delta=0.05)
+        self.assertTrue(all(p["bitrate"] in codecs.G722_BITRATES for p in g722))
+        self.assertAlmostEqual(sum(p["bitrate"] == 64000 for p in g722) / len(g722), 0.5,
+                               delta=0.12)
+        x = band_noise_bursts(0.5)
+        self.assertEqual(codecs.round_trip(x, g722[0]).shape, x.shape)
+        self.assertEqual(codecs.draw(rng, ["g722"])["codec"], "g722")
 
 
 class FrontendTest(unittest.TestCase):
