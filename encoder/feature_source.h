@@ -59,6 +59,13 @@ class FeatureSource {
   // Copies rows [start, start + count) to out ([count, width]).
   // OUT_OF_RANGE when they are not ready yet or were discarded.
   virtual absl::Status GetRows(int64_t start, int64_t count, float* out) const = 0;
+  // The same rows as 16-bit samples, each value rounded as RoundToPcm16
+  // does (common/pcm16.h), for a source of PCM rows; a source that keeps
+  // its rows so only copies them. UNIMPLEMENTED for other sources.
+  virtual absl::Status GetRowsPcm16(int64_t start, int64_t count, int16_t* out) const {
+    (void)start, (void)count, (void)out;
+    return absl::UnimplementedError("this source has no 16-bit rows");
+  }
   // Forgets rows before `row` (bounded memory for long streams).
   virtual void DiscardRowsBefore(int64_t row) = 0;
 

@@ -38,24 +38,37 @@ class PcmSource final : public FeatureSource {
   // tail_padding_samples zeros); a last partial row (under 5 ms, less than
   // any frame needs) is dropped, as the fbank drops a partial frame.
   absl::Status InputFinished() override;
-  int64_t NumRowsReady() const override { return rows_.end(); }
+  int64_t NumRowsReady() const override { return exact_ ? rows16_.end() : rows_.end(); }
   absl::Status GetRows(int64_t start, int64_t count, float* out) const override;
-  void DiscardRowsBefore(int64_t row) override { rows_.DiscardBefore(row); }
+  // At 16 kHz a copy of the client's samples; resampled rows are rounded.
+  absl::Status GetRowsPcm16(int64_t start, int64_t count, int16_t* out) const override;
+  void DiscardRowsBefore(int64_t row) override {
+    exact_ ? rows16_.DiscardBefore(row) : rows_.DiscardBefore(row);
+  }
 
  private:
   PcmSource(std::unique_ptr<Resampler> resampler, int tail_padding_samples)
-      : resampler_(std::move(resampler)), tail_padding_samples_(tail_padding_samples) {}
-  // Appends n samples (sample(i): a 16 kHz sample in int16 range) to the
-  // rows: whole rows straight into rows_, the rest pending.
-  template <typename Sample>
-  void AddSamples(int64_t n, const Sample& sample);
+      : resampler_(std::move(resampler)),
+        tail_padding_samples_(tail_padding_samples),
+        exact_(resampler_->in_rate() == resampler_->out_rate()) {}
+  // Appends n samples (sample(i): a 16 kHz sample in int16 range) to
+  // `rows`: whole rows straight in, the rest in `pending`.
+  template <typename T, typename Sample>
+  static void AddSamples(int64_t n, const Sample& sample, std::vector<T>& pending,
+                         BasicFrameBuffer<T>& rows);
 
   std::unique_ptr<Resampler> resampler_;
   int tail_padding_samples_;
+  // 16 kHz input: the rows are the client's 16-bit samples (rows16_,
+  // pending16_), half the bytes and no conversion on the way to a PCM ring;
+  // otherwise the resampler's floats (rows_, pending_).
+  const bool exact_;
   std::vector<float> pcm_;        // Scratch: the input as floats in [-1, 1) (resampling only).
   std::vector<float> resampled_;  // Scratch.
   std::vector<float> pending_;    // 16 kHz samples short of a whole row.
   FrameBuffer rows_{kLayout.width};
+  std::vector<int16_t> pending16_;
+  BasicFrameBuffer<int16_t> rows16_{kLayout.width};
   bool finished_ = false;
 };
 

@@ -8,7 +8,6 @@
 #include "common/check.h"
 #include "common/pcm16.h"
 #include "common/thread_name.h"
-#include "encoder/pcm_source.h"
 
 namespace oasr::scheduler {
 namespace {
@@ -295,18 +294,9 @@ void StreamFrontEnd::PublishToRingLocked() {
   const int64_t end = std::min(pipeline_rows_, ring_floor_ + ring_rows_);
   const int64_t width = layout_.width;
   ForEachRingPiece(have, end - have, ring_rows_, [&](int64_t at, int64_t n, int64_t offset) {
-    // Through a small buffer on the stack, a few rows at a time: a
-    // per-stream scratch would hold a ring's worth of floats for every
-    // stream.
-    constexpr int64_t kRowsAtOnce = 16;
-    float rows[kRowsAtOnce * encoder::PcmSource::kLayout.width];
-    OASR_CHECK(width <= encoder::PcmSource::kLayout.width, "ring rows wider than PCM rows");
-    for (int64_t done = 0; done < n; done += kRowsAtOnce) {
-      const int64_t m = std::min(kRowsAtOnce, n - done);
-      absl::Status got = pipeline_->GetRows(have + offset + done, m, rows);
-      OASR_CHECK(got.ok(), std::string(got.message()));
-      RoundToPcm16(rows, m * width, ring_ + (at + done) * width);
-    }
+    // Straight into the ring (a copy of the client's samples at 16 kHz).
+    absl::Status got = pipeline_->GetRowsPcm16(have + offset, n, ring_ + at * width);
+    OASR_CHECK(got.ok(), std::string(got.message()));
   });
   if (end > have) {
     pipeline_->DiscardRowsBefore(end);

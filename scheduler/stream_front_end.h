@@ -95,7 +95,7 @@ class StreamFrontEnd : public std::enable_shared_from_this<StreamFrontEnd> {
                  bool ring = false);
 
   // Ring mode, the owner, once: `rows` rows of layout().width 16-bit
-  // samples (the pipeline's rows rounded to int16: RoundToPcm16),
+  // samples (the pipeline's GetRowsPcm16: its rows rounded to int16),
   // the stream's row i at ring row i % rows. Rows are published into it while
   // they are fewer than `rows` past the first row the owner still reads
   // (DiscardFramesBefore), so published rows the owner reads are never

@@ -85,6 +85,54 @@ TEST(PcmSourceTest, WindowsAreTheSamplesTheirFramesRead) {
   EXPECT_EQ((*source)->AcceptPcm16(audio.data(), 1).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// The rows as 16-bit samples (what a PCM ring holds): at 16 kHz the
+// client's samples themselves, and the float rows' own values; resampled,
+// the float rows rounded (RoundToPcm16). Both through the tail padding.
+TEST(PcmSourceTest, SixteenBitRowsAreTheFloatRowsRounded) {
+  std::mt19937 rng(9);
+  for (int rate : {16000, 8000, 44100}) {
+    FeaturePipelineOptions options;
+    options.sample_rate = rate;
+    options.tail_padding_samples = 700;
+    auto source = PcmSource::Create(options);
+    ASSERT_TRUE(source.ok()) << source.status();
+    const std::vector<int16_t> audio = Speechlike(rng, rate * 2 + 77, rate);
+    for (size_t sent = 0; sent < audio.size();) {
+      const size_t n = std::min(audio.size() - sent, static_cast<size_t>(1 + rng() % 2000));
+      ASSERT_TRUE((*source)->AcceptPcm16(audio.data() + sent, static_cast<int64_t>(n)).ok());
+      sent += n;
+    }
+    ASSERT_TRUE((*source)->InputFinished().ok());
+    const int64_t rows = (*source)->NumRowsReady();
+    const int64_t width = PcmSource::kLayout.width;
+    ASSERT_GT(rows, 300) << rate;  // 2 s of 5 ms rows.
+    std::vector<float> floats(static_cast<size_t>(rows * width), -1e9f);
+    std::vector<int16_t> pcm(floats.size(), 12345);
+    ASSERT_TRUE((*source)->GetRows(0, rows, floats.data()).ok());
+    ASSERT_TRUE((*source)->GetRowsPcm16(0, rows, pcm.data()).ok());
+    int64_t inexact = 0;
+    for (size_t i = 0; i < floats.size(); ++i) {
+      ASSERT_LE(std::fabs(pcm[i] - floats[i]), 0.5f) << rate << " Hz, sample " << i;
+      if (rate == 16000 && i < audio.size()) ASSERT_EQ(pcm[i], audio[i]) << i;
+      inexact += pcm[i] != floats[i];
+    }
+    // At 16 kHz the rows are integers; resampled, almost none are.
+    if (rate == 16000) {
+      EXPECT_EQ(inexact, 0);
+      for (size_t i = audio.size(); i < floats.size(); ++i) ASSERT_EQ(pcm[i], 0) << "padding";
+    } else {
+      EXPECT_GT(inexact, rows * width / 2) << rate;
+    }
+    // Discarded rows are gone from both.
+    (*source)->DiscardRowsBefore(rows / 2);
+    EXPECT_EQ((*source)->GetRowsPcm16(0, 1, pcm.data()).code(), absl::StatusCode::kOutOfRange);
+    EXPECT_EQ((*source)->GetRows(0, 1, floats.data()).code(), absl::StatusCode::kOutOfRange);
+    ASSERT_TRUE((*source)->GetRowsPcm16(rows / 2, rows - rows / 2, pcm.data()).ok());
+    EXPECT_EQ((*source)->GetRowsPcm16(rows - 1, 2, pcm.data()).code(),
+              absl::StatusCode::kOutOfRange);
+  }
+}
+
 // The filterbank of a PcmSource's windows against FeaturePipeline's frames
 // from the same audio, pushed in the same pieces (resampled alike).
 TEST(PcmSourceTest, ItsFilterbankEqualsTheHostFrontEndAtEveryRate) {
