@@ -107,14 +107,18 @@ class NoopModel final : public StreamingModel {
   // every chunk changes the transcript and makes an interim event. Its
   // device front end is the real one's source of 16 kHz PCM rows (the
   // forward reads none of them). A forward of B rows takes `device_us`
-  // {fixed, per row} microseconds (a sleep): the time a device would need,
-  // during which a GPU's scheduler thread waits and rows gather for the
-  // next cohort.
+  // {fixed, per row} microseconds of a modelled device: synchronously (a
+  // sleep), or with `async_device` as a GPU's stream runs it, after the
+  // forward before it and while the scheduler thread goes on, which then
+  // waits for a cohort's results one tick later (here: the next forward
+  // sleeps until the previous one is done, as the overlapped tick's retire
+  // would wait for it).
   explicit NoopModel(bool trivial_frontend, bool token_per_chunk = false,
-                     std::pair<double, double> device_us = {0, 0})
+                     std::pair<double, double> device_us = {0, 0}, bool async_device = false)
       : trivial_frontend_(trivial_frontend),
         token_per_chunk_(token_per_chunk),
         device_us_(device_us),
+        async_device_(async_device),
         ctx_(*ExecutionContext::Create({})) {
     geometry_.chunk_size = 16;
     geometry_.vocab_size = 8;
@@ -151,7 +155,14 @@ class NoopModel final : public StreamingModel {
     const double device_us = device_us_.first + device_us_.second * plan.batch;
     if (device_us > 0) {
       const Clock::time_point start = Clock::now();
-      std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>(device_us * 1e3)));
+      const auto cost = std::chrono::nanoseconds(static_cast<int64_t>(device_us * 1e3));
+      if (async_device_) {
+        const Clock::time_point previous = device_done_;
+        device_done_ = std::max(start, previous) + cost;
+        std::this_thread::sleep_until(previous);
+      } else {
+        std::this_thread::sleep_for(cost);
+      }
       slept_ns_.fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
           std::memory_order_relaxed);
@@ -171,6 +182,8 @@ class NoopModel final : public StreamingModel {
   const bool trivial_frontend_;
   const bool token_per_chunk_;
   const std::pair<double, double> device_us_;
+  const bool async_device_;
+  Clock::time_point device_done_{};  // When the modelled device finishes the last forward.
 
  public:
   // Nanoseconds the forwards slept (the modelled device time).
@@ -302,7 +315,7 @@ void Live(int streams, double warm, double run, int frontend_threads, bool gpu_t
     config.overlap_on_cpu = true;
   }
   config.decoder.method = decoder::SearchMethod::kGreedy;
-  auto noop = std::make_unique<NoopModel>(true, true, device_us);
+  auto noop = std::make_unique<NoopModel>(true, true, device_us, /*async_device=*/gpu_tick);
   const std::atomic<int64_t>& slept = noop->slept_ns_;  // The engine owns the model.
   auto engine = Engine::Create(config, std::move(noop),
                                Decoder({"<blank>", "<unk>", "▁a", "▁b", "c", "d", "e", "<sos/eos>"},
@@ -353,11 +366,13 @@ void Live(int streams, double warm, double run, int frontend_threads, bool gpu_t
     }
     if (now >= stop) break;
     while (!due.empty() && due.top().first <= now) {
-      const int i = due.top().second;
+      const auto [at, i] = due.top();
       due.pop();
       if (!handles[i]->PushAudio({piece.data(), kPiece}).ok()) ++errors;
       while (handles[i]->outbox().TryPop(&event)) ++events;
-      due.push({now + seconds(0.64), i});
+      // From when it was due, not from now: a late pass keeps each stream's
+      // phase (from `now`, streams pushed in one pass would stay bunched).
+      due.push({at + seconds(0.64), i});
     }
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/device_copy.h"
 #include "common/check.h"
+#include "common/prefetch.h"
 #include "common/status.h"
 
 namespace oasr::cache {
@@ -75,6 +76,12 @@ absl::Status AttentionCacheManager::CheckRange(int slot) const {
       absl::StrCat("AttentionCacheManager: slot ", slot,
                    pad_lane ? " is a padding lane, never bound to a stream" : " is out of range",
                    " (stream slots are [0, ", config_.max_batch_size, "))"));
+}
+
+void AttentionCacheManager::PrefetchSlot(int slot) const {
+  if (slot < 0 || slot >= config_.max_batch_size) return;
+  Prefetch(&slots_[slot]);
+  Prefetch(mirror_->Row(slot));
 }
 
 absl::Status AttentionCacheManager::CheckBound(int slot) const {
@@ -175,6 +182,7 @@ absl::Status AttentionCacheManager::PrepareChunksBatched(std::span<const int32_t
   }
   int64_t total = 0;
   for (int i = 0; i < n; ++i) {
+    if (i + static_cast<int>(kPrefetchFar) < n) PrefetchSlot(slots[i + kPrefetchFar]);
     const int slot = slots[i];
     OASR_RETURN_IF_ERROR(CheckBound(slot));
     if (seen_epoch_[slot] == epoch_) {

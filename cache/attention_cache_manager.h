@@ -143,6 +143,11 @@ class AttentionCacheManager {
   // valid until the slot's next Prepare/Commit/Free).
   absl::StatusOr<std::span<const int32_t>> LogicalBlocks(int slot) const;
 
+  // Asks for the slot's state and block-table row (a prefetch hint for
+  // loops over many slots; no effect on results; slots out of range are
+  // ignored).
+  void PrefetchSlot(int slot) const;
+
   // Whether `slot` holds a stream (false for any slot out of range).
   bool IsBound(int slot) const {
     return slot >= 0 && slot < config_.max_batch_size && slots_[slot].bound;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/pool_sizing.h"
 #include "common/check.h"
+#include "common/prefetch.h"
 #include "common/thread_name.h"
 #include "encoder/pcm_source.h"
 #include "kernels/softmax.h"
@@ -507,10 +508,19 @@ void Engine::FrontEndDone(int64_t tag) {
   Enqueue(std::move(command));
 }
 
-Engine::Stream* Engine::FindStream(uint32_t index, int64_t id) {
+Engine::Stream* Engine::StreamSlot(uint32_t index) const {
   if (index / kStreamChunk >= stream_chunks_.size()) return nullptr;
-  Stream& s = stream_chunks_[index / kStreamChunk][index % kStreamChunk];
-  return s.id == id ? &s : nullptr;
+  return &stream_chunks_[index / kStreamChunk][index % kStreamChunk];
+}
+
+Engine::Stream* Engine::FindStream(uint32_t index, int64_t id) {
+  Stream* s = StreamSlot(index);
+  return s != nullptr && s->id == id ? s : nullptr;
+}
+
+void Engine::PrefetchStream(const Command& command) const {
+  if (command.type == Command::Type::kOpen) return;
+  Prefetch(StreamSlot(command.index), 3);
 }
 
 void Engine::AssertSchedulerThread() const {
@@ -581,7 +591,20 @@ bool Engine::Tick(std::vector<Command>& commands) {
     const int64_t frontend_before = stats_.frontend_ns.load(std::memory_order_relaxed);
     // The tick's front-end work goes to the workers at once, after its commands.
     if (frontend_pool_ != nullptr) frontend_pool_->Hold();
-    for (Command& command : commands) Handle(command);
+    // A command's stream and its front end are lines no earlier command
+    // touched: ask for them a few commands ahead.
+    const size_t n = commands.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchFar < n) PrefetchStream(commands[i + kPrefetchFar]);
+      if (i + kPrefetchNear < n) {
+        const Command& ahead = commands[i + kPrefetchNear];
+        if (ahead.type != Command::Type::kOpen) {
+          const Stream* s = StreamSlot(ahead.index);
+          if (s != nullptr) Prefetch(s->frontend.get(), 3);
+        }
+      }
+      Handle(commands[i]);
+    }
     if (frontend_pool_ != nullptr) frontend_pool_->Release();
     Admit();
     const int64_t elapsed =

@@ -167,6 +167,13 @@ class Engine {
   // The stream at table index `index` if it is stream `id` (a command may
   // name a stream that finished since), else null.
   Stream* FindStream(uint32_t index, int64_t id);
+  // The table entry `index` (whichever stream holds it), or null past the
+  // table's end; and a prefetch of a command's entry.
+  Stream* StreamSlot(uint32_t index) const;
+  void PrefetchStream(const Command& command) const;
+  // Asks for what a row's stream points to: its front end, shared state
+  // and slot (the stream's own lines must be there already).
+  void PrefetchRow(const Stream& s) const;
   void Loop();
   // One pass: commands, admission, one cohort. Returns true when more work
   // is ready without waiting for a command.

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/prefetch.h"
 #include "scheduler/cohort_decode.h"
 #include "scheduler/engine.h"
 #include "scheduler/engine_internal.h"
@@ -124,7 +125,10 @@ void Engine::PickCohort() {
   // Finish() edits ready_, so this tick works on a swapped-out copy.
   ready_now_.swap(ready_);
   const size_t cap = static_cast<size_t>(cohort_rows_);
-  for (size_t i = 0; i < ready_now_.size(); ++i) {
+  const size_t ready = ready_now_.size();
+  for (size_t i = 0; i < ready; ++i) {
+    if (i + kPrefetchFar < ready) Prefetch(ready_now_[i + kPrefetchFar], 3);
+    if (i + kPrefetchNear < ready) PrefetchRow(*ready_now_[i + kPrefetchNear]);
     Stream& s = *ready_now_[i];
     if (rows_.size() == cap) {
       // The cohort is full: the rest stay queued and come first next tick
@@ -319,7 +323,19 @@ void Engine::CommitCohort() {
   // The model wrote the K/V and the states in place; what remains is the
   // cache lengths (and eviction). A row whose commit fails is left out of
   // the decode.
-  for (Row& row : rows_) row.status = row.stream->context->CommitChunkPaged(row.frames);
+  const size_t n = rows_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchNear < n) {
+      attention_->PrefetchSlot(rows_[i + kPrefetchNear].stream->context->slot());
+    }
+    rows_[i].status = rows_[i].stream->context->CommitChunkPaged(rows_[i].frames);
+  }
+}
+
+void Engine::PrefetchRow(const Stream& s) const {
+  Prefetch(s.frontend.get(), 3);
+  Prefetch(s.shared.get());
+  if (s.context.has_value()) attention_->PrefetchSlot(s.context->slot());
 }
 
 void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& pool) {
@@ -431,7 +447,13 @@ void Engine::EmitCohort(std::vector<Row>& rows) {
   const Clock::time_point now = Clock::now();
   latencies_.clear();
   int64_t decoded = 0, out_frames = 0;
-  for (Row& row : rows) {
+  const size_t n = rows.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchFar < n) Prefetch(rows[i + kPrefetchFar].stream, 3);
+    if (i + kPrefetchNear < n && rows[i + kPrefetchNear].stream != nullptr) {
+      PrefetchRow(*rows[i + kPrefetchNear].stream);
+    }
+    Row& row = rows[i];
     if (row.stream == nullptr) continue;  // Finished while in flight.
     if (row.status.ok()) {
       ++decoded;
