@@ -119,9 +119,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Opens a stream. `notify` runs on the scheduler thread whenever an event
-  // is queued for it; it must be O(1) and never wait for the owner's locks
-  // (see StreamOutbox). RESOURCE_EXHAUSTED when the waiting queue is full or
+  // Opens a stream. `notify` runs on an engine thread (the scheduler's, or
+  // one of the decode's) whenever an event is queued for it, possibly while
+  // other streams' notifications run on other engine threads; it must be
+  // O(1), thread-safe and never wait for the owner's locks (see
+  // StreamOutbox). RESOURCE_EXHAUSTED when the waiting queue is full or
   // the engine is stopping; INVALID_ARGUMENT for a bad request (field
   // named). Thread-safe.
   absl::StatusOr<std::unique_ptr<EngineStream>> OpenStream(const StreamRequest& request,

@@ -45,10 +45,10 @@ struct StreamEvent {
 // decoded chunk at most, and the client's reader drains it.
 class StreamOutbox {
  public:
-  // `notify` (may be empty) runs on the scheduler thread after each Push. It
-  // holds up every stream while it runs, so it must be O(1) and never wait
-  // for a lock the owner may hold (the server's posts the owner to a thread
-  // of its own, which then drains the outbox).
+  // `notify` (may be empty) runs on the pushing thread (an engine thread)
+  // after each Push. It holds up other streams while it runs, so it must be
+  // O(1) and never wait for a lock the owner may hold (the server's posts
+  // the owner to a thread of its own, which then drains the outbox).
   explicit StreamOutbox(std::function<void()> notify) : notify_(std::move(notify)) {}
 
   void Push(StreamEvent event);
