@@ -113,7 +113,9 @@ TEST(PcmSourceTest, SixteenBitRowsAreTheFloatRowsRounded) {
     int64_t inexact = 0;
     for (size_t i = 0; i < floats.size(); ++i) {
       ASSERT_LE(std::fabs(pcm[i] - floats[i]), 0.5f) << rate << " Hz, sample " << i;
-      if (rate == 16000 && i < audio.size()) ASSERT_EQ(pcm[i], audio[i]) << i;
+      if (rate == 16000 && i < audio.size()) {
+        ASSERT_EQ(pcm[i], audio[i]) << i;
+      }
       inexact += pcm[i] != floats[i];
     }
     // At 16 kHz the rows are integers; resampled, almost none are.

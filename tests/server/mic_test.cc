@@ -80,9 +80,12 @@ TEST_F(MicTest, CtrlCEndsTheStreamWithItsFinalResult) {
   const std::string wav =
       testing::WriteTemp("mic_test_20s.wav", server::EncodeWav(MakeAudio(32, 20.0, 16000), 16000));
   const auto start = std::chrono::steady_clock::now();
-  // SIGINT after 2 s; --preserve-status: the client's own exit code.
-  auto [code, out] = RunCommand("timeout --preserve-status -s INT 2 " + Client() + "mic --wav " +
-                                wav + " 2>/dev/null");
+  // One SIGINT after 2 s, as one Ctrl-C; --preserve-status: the client's
+  // own exit code. --foreground: without it timeout signals the client and
+  // then its whole process group, a second SIGINT, which (as a second
+  // Ctrl-C should) kills the client when its handler ran in between.
+  auto [code, out] = RunCommand("timeout --foreground --preserve-status -s INT 2 " + Client() +
+                                "mic --wav " + wav + " 2>/dev/null");
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(code, 0) << out;
