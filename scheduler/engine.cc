@@ -518,9 +518,8 @@ Engine::Stream* Engine::FindStream(uint32_t index, int64_t id) {
   return s != nullptr && s->id == id ? s : nullptr;
 }
 
-void Engine::PrefetchStream(const Command& command) const {
-  if (command.type == Command::Type::kOpen) return;
-  Prefetch(StreamSlot(command.index), 3);
+const Engine::Stream* Engine::CommandStream(const Command& command) const {
+  return command.type == Command::Type::kOpen ? nullptr : StreamSlot(command.index);
 }
 
 void Engine::AssertSchedulerThread() const {
@@ -595,13 +594,9 @@ bool Engine::Tick(std::vector<Command>& commands) {
     // touched: ask for them a few commands ahead.
     const size_t n = commands.size();
     for (size_t i = 0; i < n; ++i) {
-      if (i + kPrefetchFar < n) PrefetchStream(commands[i + kPrefetchFar]);
+      if (i + kPrefetchFar < n) Prefetch(CommandStream(commands[i + kPrefetchFar]), 3);
       if (i + kPrefetchNear < n) {
-        const Command& ahead = commands[i + kPrefetchNear];
-        if (ahead.type != Command::Type::kOpen) {
-          const Stream* s = StreamSlot(ahead.index);
-          if (s != nullptr) Prefetch(s->frontend.get(), 3);
-        }
+        if (const Stream* s = CommandStream(commands[i + kPrefetchNear])) PrefetchRow(*s);
       }
       Handle(commands[i]);
     }
@@ -623,7 +618,7 @@ void Engine::Handle(Command& command) {
     while (command.index / kStreamChunk >= stream_chunks_.size()) {
       stream_chunks_.push_back(std::make_unique<Stream[]>(kStreamChunk));
     }
-    Stream& ref = stream_chunks_[command.index / kStreamChunk][command.index % kStreamChunk];
+    Stream& ref = *StreamSlot(command.index);
     OASR_CHECK(ref.id == 0, "a stream table entry given out twice");
     StreamRequest& request = command.open->request;
     ref.id = command.stream_id;

@@ -170,9 +170,9 @@ class Engine {
   // name a stream that finished since), else null.
   Stream* FindStream(uint32_t index, int64_t id);
   // The table entry `index` (whichever stream holds it), or null past the
-  // table's end; and a prefetch of a command's entry.
+  // table's end; and a command's entry (null for an open), for prefetching.
   Stream* StreamSlot(uint32_t index) const;
-  void PrefetchStream(const Command& command) const;
+  const Stream* CommandStream(const Command& command) const;
   // Asks for what a row's stream points to: its front end, shared state
   // and slot (the stream's own lines must be there already).
   void PrefetchRow(const Stream& s) const;
