@@ -53,35 +53,38 @@ struct Engine::Command {
   absl::Status error;          // kCancel: why (OK: the client left)
 };
 
-// One stream, owned by the scheduler thread. What every chunk reads comes
-// first; what only opening and admission read (the decode options, behind a
-// pointer) stays out of the way.
-struct Engine::Stream {
+// One stream, owned by the scheduler thread. Laid out for the loops over a
+// cohort: what every tick reads or writes of a ready stream lies in its
+// first three cache lines (the table's entries are aligned to them); what
+// only opening, admission, events and the end touch comes after.
+struct alignas(64) Engine::Stream {
+  // Hot: read or written for every row of every tick.
   int64_t id = 0;      // 0: a free entry of the stream table.
-  uint32_t index = 0;  // Its place in the table.
-  int sample_rate = 16000;
-  bool interim_results = true;
+  int64_t offset = 0;  // Encoder frames decoded.
+  int64_t chunks_done = 0;
+  size_t ready_index = 0;  // Position in ready_ while queued.
+  int inflight_row = -1;   // Its row in the cohort in flight (overlap_ticks), or -1.
+  int decoding_row = -1;   // Its row in the cohort being decoded (decode_thread), or -1.
+  uint32_t index = 0;      // Its place in the table.
   bool admitted = false;
   bool queued = false;          // In ready_: has a chunk (or its end) to process.
   bool input_finished = false;  // EndAudio arrived (the front end may still be flushing).
-  bool rescoring = false;       // Its finals are rescored (attention decoder).
-  int nbest = 1;                // Hypotheses per result the request asked for.
-  size_t active_index = 0;      // Position in active_ while admitted.
-  size_t ready_index = 0;       // Position in ready_ while queued.
-  int inflight_row = -1;        // Its row in the cohort in flight (overlap_ticks), or -1.
-  int decoding_row = -1;        // Its row in the cohort being decoded (decode_thread), or -1.
-  int64_t chunks_done = 0;
-  int64_t offset = 0;  // Encoder frames decoded.
-  // The stream's decoder state, taken from the engine's pool at admission
-  // and given back when the stream finishes.
-  std::unique_ptr<decoder::DecoderState> decoder_state;
+  bool interim_results = true;
   // Shared with the front-end workers while they hold work of this stream.
   std::shared_ptr<StreamFrontEnd> frontend;
   std::shared_ptr<StreamShared> shared;
-  std::optional<cache::StreamContext> context;   // Set while admitted: the slot.
+  // The stream's decoder state, taken from the engine's pool at admission
+  // and given back when the stream finishes.
+  std::unique_ptr<decoder::DecoderState> decoder_state;
   Clock::time_point last_audio;                  // Arrival of the latest audio command.
   std::optional<Clock::time_point> ready_since;  // When the next chunk's audio was complete.
-  std::string last_partial;                      // Transcript of the last interim result sent.
+  std::optional<cache::StreamContext> context;   // Set while admitted: the slot.
+  // Cold: admission, events, the end.
+  bool rescoring = false;  // Its finals are rescored (attention decoder).
+  int sample_rate = 16000;
+  int nbest = 1;             // Hypotheses per result the request asked for.
+  size_t active_index = 0;   // Position in active_ while admitted.
+  std::string last_partial;  // Transcript of the last interim result sent.
   Clock::time_point opened;
   // The request's decode options until admission configures the decoder.
   std::unique_ptr<decoder::StreamOptions> decode;
