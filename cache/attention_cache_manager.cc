@@ -132,14 +132,13 @@ absl::Status AttentionCacheManager::FreeSlot(int slot) {
   OASR_CHECK(freed.ok(), std::string(freed.message()));
   std::fill(row, row + state.num_blocks, 0);
   mirror_->SetSeqlen(slot, 0);
+  if (cohort_epoch_ != 0 && state.cohort_epoch == cohort_epoch_) {
+    // The cohort names a slot that is free now.
+    mirror_->ClearCohort();
+    cohort_epoch_ = 0;
+  }
   state = SlotState{};
   --num_bound_;
-  for (int i = 0; i < mirror_->cohort_size(); ++i) {
-    if (mirror_->CohortSlot(i) == slot) {
-      mirror_->ClearCohort();
-      break;
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -178,6 +177,8 @@ absl::Status AttentionCacheManager::PrepareChunksBatched(std::span<const int32_t
   // Plan: check every slot and its new blocks before touching anything.
   if (++epoch_ == 0) {
     std::fill(seen_epoch_.begin(), seen_epoch_.end(), 0);
+    for (SlotState& state : slots_) state.cohort_epoch = 0;
+    cohort_epoch_ = 0;
     epoch_ = 1;
   }
   int64_t total = 0;
@@ -205,8 +206,10 @@ absl::Status AttentionCacheManager::PrepareChunksBatched(std::span<const int32_t
     const int slot = plan_slots_[i];
     for (int32_t b = 0; b < plan_new_blocks_[i]; ++b) AppendBlock(slot, plan_block_ids_[next++]);
     slots_[slot].prepared = true;
+    slots_[slot].cohort_epoch = epoch_;
     mirror_->AppendCohort(slot);
   }
+  cohort_epoch_ = epoch_;
   return absl::OkStatus();
 }
 

@@ -166,8 +166,9 @@ class AttentionCacheManager {
   struct SlotState {
     bool bound = false;
     bool prepared = false;
-    int32_t num_blocks = 0;  // Entries of the row in use.
-    int64_t frames = 0;      // Committed frames retained; the cache length.
+    int32_t num_blocks = 0;     // Entries of the row in use.
+    int64_t frames = 0;         // Committed frames retained; the cache length.
+    uint32_t cohort_epoch = 0;  // epoch_ of the last cohort it joined.
   };
 
   AttentionCacheManager(BlockPool* pool, int pad_lanes, std::unique_ptr<BlockTableMirror> mirror);
@@ -194,6 +195,9 @@ class AttentionCacheManager {
   std::vector<int32_t> plan_block_ids_;
   std::vector<uint32_t> seen_epoch_;
   uint32_t epoch_ = 0;
+  // epoch_ of the cohort the mirror holds; 0 once it was cleared. A slot is
+  // in it when its cohort_epoch equals this (FreeSlot's check, O(1)).
+  uint32_t cohort_epoch_ = 0;
 };
 
 }  // namespace oasr::cache

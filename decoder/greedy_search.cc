@@ -1,6 +1,7 @@
 #include "decoder/greedy_search.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/check.h"
 
@@ -12,6 +13,7 @@ void GreedySearch::Reset() {
   tokens_.clear();
   frames_.clear();
   log_probs_.clear();
+  confidences_.clear();
   previous_ = -1;
   score_ = 0.0;
   frame_ = 0;
@@ -51,11 +53,15 @@ void GreedySearch::Step(int32_t best, float best_lp, int vocab_size) {
   }
   if (best == previous_) {
     frames_.back() = static_cast<int32_t>(frame);
-    log_probs_.back() = std::max(log_probs_.back(), best_lp);
+    if (best_lp > log_probs_.back()) {
+      log_probs_.back() = best_lp;
+      confidences_.back() = std::exp(best_lp);
+    }
   } else {
     tokens_.push_back(best);
     frames_.push_back(static_cast<int32_t>(frame));
     log_probs_.push_back(best_lp);
+    confidences_.push_back(std::exp(best_lp));
   }
   previous_ = best;
 }
@@ -64,10 +70,9 @@ void GreedySearch::GetHypothesis(int rank, Hypothesis* out) const {
   OASR_CHECK_EQ(rank, 0);
   out->tokens.assign(tokens_.begin(), tokens_.end());
   out->token_frames.assign(frames_.begin(), frames_.end());
-  out->token_confidences.resize(log_probs_.size());
-  for (size_t i = 0; i < log_probs_.size(); ++i) {
-    out->token_confidences[i] = std::exp(log_probs_[i]);
-  }
+  // Each token's exp was taken when its log-prob last changed, not again
+  // for every partial result of the segment.
+  out->token_confidences.assign(confidences_.begin(), confidences_.end());
   out->score = static_cast<float>(score_);
   out->ctc_score = static_cast<float>(score_);
   out->context_score = 0.0f;

@@ -35,8 +35,9 @@ class GreedySearch final : public CtcSearch {
   int blank_id_;
   std::vector<int32_t> tokens_;
   std::vector<int32_t> frames_;
-  std::vector<float> log_probs_;  // best log-prob of each token's run
-  int32_t previous_ = -1;         // argmax of the previous frame
+  std::vector<float> log_probs_;    // best log-prob of each token's run
+  std::vector<float> confidences_;  // exp of log_probs_, kept as they change
+  int32_t previous_ = -1;           // argmax of the previous frame
   double score_ = 0.0;
   int64_t frame_ = 0;
 };

@@ -15,7 +15,8 @@ std::string MarkersToSpaces(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    const bool marker = text.compare(i, kWordStartMarkerBytes, kWordStartMarker) == 0;
+    const bool marker = text[i] == kWordStartMarker[0] &&
+                        text.compare(i, kWordStartMarkerBytes, kWordStartMarker) == 0;
     const char c = marker ? ' ' : text[i];
     i += marker ? kWordStartMarkerBytes : 1;
     if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
@@ -37,6 +38,9 @@ TranscriptBuilder::TranscriptBuilder(std::shared_ptr<const SymbolTable> units, f
   OASR_CHECK(frame_shift_ms > 0.0f);
   OASR_CHECK(word_gap_ms >= 0);
   OASR_CHECK(min_word_confidence >= 0.0f && min_word_confidence <= 1.0f);
+  if (frame_shift_ms == std::floor(frame_shift_ms) && frame_shift_ms < 1e6f) {
+    whole_shift_ms_ = static_cast<int64_t>(frame_shift_ms);
+  }
   info_.resize(units_->size());
   for (int id = 0; id < units_->size(); ++id) {
     const std::string& unit = units_->Token(id);
@@ -49,6 +53,8 @@ TranscriptBuilder::TranscriptBuilder(std::shared_ptr<const SymbolTable> units, f
 }
 
 int64_t TranscriptBuilder::FrameMs(int64_t frame) const {
+  // The product is exact then, and llround of an exact integer is itself.
+  if (whole_shift_ms_ > 0) return frame * whole_shift_ms_;
   return std::llround(static_cast<double>(frame) * frame_shift_ms_);
 }
 

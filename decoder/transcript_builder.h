@@ -65,6 +65,9 @@ class TranscriptBuilder {
   std::shared_ptr<const SymbolTable> units_;
   std::vector<UnitInfo> info_;
   float frame_shift_ms_;
+  // frame_shift_ms_ when it is a whole number of milliseconds (40 for
+  // subsampling 4 at 10 ms): FrameMs is then a product, no rounding call.
+  int64_t whole_shift_ms_ = 0;
   int word_gap_ms_;
   float min_word_confidence_;
 };

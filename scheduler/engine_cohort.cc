@@ -164,6 +164,7 @@ void Engine::PickCohort() {
     row.stream = &s;
     row.feat_frames = feat_frames;
     row.frames = static_cast<int32_t>(model_->geometry().OutputFrames(feat_frames));
+    row.input_finished = s.input_finished;
   }
   ready_now_.clear();
 }
@@ -437,8 +438,17 @@ void Engine::PushChunkEvent(Row& row) {
   row.finals.clear();  // Sent: a Finish before the row retires does not send them again.
   if (partial) event.results.push_back(std::move(*row.partial));
   const int64_t offset = s.offset + row.frames;
-  ClampToAudio(s, offset, &event.results);
-  event.audio_processed_s = ProcessedSeconds(s, offset);
+  if (row.input_finished) {
+    ClampToAudio(s, offset, &event.results);
+    event.audio_processed_s = ProcessedSeconds(s, offset);
+  } else {
+    // Before the end of the audio a chunk's window reaches past its frames,
+    // so they lie within the samples received and neither bound applies;
+    // not reading the count keeps this thread off the line every push of
+    // the client writes.
+    OASR_DCHECK(ProcessedSeconds(s, offset) == FramesToSeconds(offset));
+    event.audio_processed_s = FramesToSeconds(offset);
+  }
   s.shared->outbox.Push(std::move(event));
 }
 

@@ -103,7 +103,10 @@ struct Engine::Row {
   Stream* stream = nullptr;  // Null once its stream finished while the row was in flight.
   int64_t feat_frames = 0;   // Feature frames of the chunk's window.
   int32_t frames = 0;        // Encoder frames it produces.
-  absl::Status status;       // The commit's, then the decode's outcome.
+  // Its stream's audio had ended when the cohort was picked: only then may
+  // the chunk reach past the samples received (the front end's flush).
+  bool input_finished = false;
+  absl::Status status;  // The commit's, then the decode's outcome.
   std::vector<decoder::DecodeResult> finals;
   decoder::StreamStatus decoder_status;
   std::optional<decoder::DecodeResult> partial;  // With interim results.

@@ -455,8 +455,28 @@ TEST_P(AttentionCacheTest, PaddingLanePadsTheCohortOntoTheScratchBlock) {
   EXPECT_EQ(view.block_table_stride, 8);
   EXPECT_EQ(att_->PadCohort(3).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(att_->PadCohort(17).code(), absl::StatusCode::kInvalidArgument);
+  // Freeing a stream outside the cohort leaves it; so does a cohort refused
+  // (a slot twice), which changes nothing.
+  Add(2);
+  Add(3);
+  ASSERT_TRUE(att_->FreeSlot(2).ok());
+  EXPECT_EQ(att_->mirror().cohort_size(), 4);
+  const std::vector<int32_t> twice = {3, 0, 3};
+  EXPECT_EQ(att_->PrepareChunksBatched(twice).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(att_->mirror().cohort_size(), 4);
+  ASSERT_TRUE(att_->FreeSlot(3).ok());
+  EXPECT_EQ(att_->mirror().cohort_size(), 4);
   // Freeing a stream of the cohort clears it.
   ASSERT_TRUE(att_->FreeSlot(0).ok());
+  EXPECT_EQ(att_->mirror().cohort_size(), 0);
+  // The one left in it, freed later, finds nothing to clear.
+  const std::vector<int32_t> one = {1};
+  ASSERT_TRUE(att_->PrepareChunksBatched(one).ok());
+  EXPECT_EQ(att_->mirror().cohort_size(), 1);
+  Add(0);
+  ASSERT_TRUE(att_->FreeSlot(0).ok());
+  EXPECT_EQ(att_->mirror().cohort_size(), 1);
+  ASSERT_TRUE(att_->FreeSlot(1).ok());
   EXPECT_EQ(att_->mirror().cohort_size(), 0);
 }
 
