@@ -343,6 +343,10 @@ DecodeResult CtcDecoder::PartialResult(const DecoderState& state) const {
   return BuildResult(Cast(state), /*is_final=*/false, -1);
 }
 
+uint64_t CtcDecoder::PartialRevision(const DecoderState& state) const {
+  return Cast(state).search_->Revision();
+}
+
 std::vector<DecodeResult> CtcDecoder::TakeFinalResults(DecoderState& state) const {
   CtcStreamState& st = Cast(state);
   std::vector<DecodeResult> out;

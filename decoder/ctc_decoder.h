@@ -181,6 +181,12 @@ class CtcDecoder final : public PooledDecoder {
   // one empty hypothesis.
   DecodeResult PartialResult(const DecoderState& state) const;
 
+  // What PartialResult's transcripts are made from, as a number: while it
+  // stays the same (frames of blank, a token's run going on) so do they, and
+  // a caller that built them at this revision need not build them again.
+  // It changes at every new segment and every ResetState.
+  uint64_t PartialRevision(const DecoderState& state) const;
+
   // Moves out the final results queued since the last call, oldest first.
   std::vector<DecodeResult> TakeFinalResults(DecoderState& state) const;
 

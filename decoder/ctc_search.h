@@ -73,6 +73,14 @@ class CtcSearch {
   // Hypotheses currently held, at least 1.
   virtual int NumHypotheses() const = 0;
 
+  // Changes whenever what GetHypothesis writes for a transcript may have
+  // changed (tokens, their confidences; a Reset), and only then may it stay
+  // the same across calls that consume frames: equal revisions mean the
+  // same tokens and confidences, so a partial result's text need not be
+  // built again. Never reset, so a value is not met again by the same
+  // search (a search may report a change that changed nothing).
+  virtual uint64_t Revision() const = 0;
+
   // Writes hypothesis `rank` (0 = best) into `out`: tokens, token_frames
   // (relative to the last Reset), token_confidences and the scores. Leaves the
   // text fields alone. Reuses `out`'s vectors.

@@ -14,6 +14,7 @@ void GreedySearch::Reset() {
   frames_.clear();
   log_probs_.clear();
   confidences_.clear();
+  ++revision_;
   previous_ = -1;
   score_ = 0.0;
   frame_ = 0;
@@ -56,12 +57,14 @@ void GreedySearch::Step(int32_t best, float best_lp, int vocab_size) {
     if (best_lp > log_probs_.back()) {
       log_probs_.back() = best_lp;
       confidences_.back() = std::exp(best_lp);
+      ++revision_;
     }
   } else {
     tokens_.push_back(best);
     frames_.push_back(static_cast<int32_t>(frame));
     log_probs_.push_back(best_lp);
     confidences_.push_back(std::exp(best_lp));
+    ++revision_;
   }
   previous_ = best;
 }

@@ -26,6 +26,7 @@ class GreedySearch final : public CtcSearch {
   int NumHypotheses() const override { return 1; }
   void GetHypothesis(int rank, Hypothesis* out) const override;
   bool DecodedSomething() const override { return !tokens_.empty(); }
+  uint64_t Revision() const override { return revision_; }
   int64_t num_frames() const override { return frame_; }
 
  private:
@@ -37,7 +38,8 @@ class GreedySearch final : public CtcSearch {
   std::vector<int32_t> frames_;
   std::vector<float> log_probs_;    // best log-prob of each token's run
   std::vector<float> confidences_;  // exp of log_probs_, kept as they change
-  int32_t previous_ = -1;           // argmax of the previous frame
+  uint64_t revision_ = 0;
+  int32_t previous_ = -1;  // argmax of the previous frame
   double score_ = 0.0;
   int64_t frame_ = 0;
 };

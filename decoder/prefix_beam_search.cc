@@ -87,6 +87,7 @@ PrefixBeamSearch::PrefixBeamSearch(const PrefixBeamSearchOptions& options) : opt
 }
 
 void PrefixBeamSearch::Reset() {
+  ++revision_;
   trie_.clear();
   trie_.push_back(TrieNode{kNone, kNone, ContextGraph::kRoot, 0.0f,
                            options_.lm != nullptr ? options_.lm->StartState() : 0,
@@ -112,6 +113,7 @@ void PrefixBeamSearch::SetContextGraph(const ContextGraph* graph) {
 
 void PrefixBeamSearch::Search(const float* log_probs, int num_frames, int vocab_size) {
   OASR_CHECK(!finalized_, "Search after Finalize needs a Reset");
+  ++revision_;
   OASR_CHECK(options_.blank_id < vocab_size);
   for (int t = 0; t < num_frames; ++t, ++frame_) {
     const float* row = log_probs + static_cast<int64_t>(t) * vocab_size;
@@ -126,6 +128,7 @@ void PrefixBeamSearch::Search(const float* log_probs, int num_frames, int vocab_
 
 void PrefixBeamSearch::SearchPruned(const PrunedFrames& frames, int vocab_size) {
   OASR_CHECK(!finalized_, "Search after Finalize needs a Reset");
+  ++revision_;
   OASR_CHECK(options_.blank_id < vocab_size);
   const int wanted = std::min({options_.first_beam_size, vocab_size, frames.k});
   for (int t = 0; t < frames.num_frames; ++t, ++frame_) {
@@ -378,6 +381,7 @@ void PrefixBeamSearch::CompactPaths() {
 void PrefixBeamSearch::Finalize() {
   OASR_CHECK(!finalized_, "Finalize called twice without a Reset");
   finalized_ = true;
+  ++revision_;
   if (graph_ == nullptr && options_.lm == nullptr && options_.word_lm == nullptr) return;
   for (Hyp& h : hyps_) {
     const TrieNode& node = trie_[h.node];

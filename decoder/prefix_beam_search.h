@@ -85,6 +85,9 @@ class PrefixBeamSearch final : public CtcSearch {
   void Finalize() override;
   int NumHypotheses() const override { return static_cast<int>(hyps_.size()); }
   void GetHypothesis(int rank, Hypothesis* out) const override;
+  // Every call that consumes frames (or re-ranks, or resets) counts as a
+  // change: the beam's best may move on a blank frame.
+  uint64_t Revision() const override { return revision_; }
   bool DecodedSomething() const override;
   int64_t num_frames() const override { return frame_; }
 
@@ -185,6 +188,7 @@ class PrefixBeamSearch final : public CtcSearch {
 
   uint32_t stamp_ = 0;
   int32_t frame_ = 0;
+  uint64_t revision_ = 0;
   bool finalized_ = false;
 };
 

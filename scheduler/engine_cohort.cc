@@ -389,7 +389,14 @@ void Engine::DecodeCohortRows(std::vector<Row>& rows, int buffer, ThreadPool& po
     row.decoder_status = decoder_->GetStatus(state);
     row.partial.reset();
     if (row.stream->interim_results && !row.decoder_status.finished) {
-      row.partial = decoder_->PartialResult(state);
+      // Built again only when the hypothesis may have changed: a chunk of
+      // pause, or within a long word, adds no token, and its transcript
+      // would equal the last one (then no event goes out either).
+      const uint64_t revision = decoder_->PartialRevision(state);
+      if (revision != row.stream->partial_revision || !row.finals.empty()) {
+        row.partial = decoder_->PartialResult(state);
+        row.stream->partial_revision = revision;
+      }
     }
   };
   ForEachPart(pool, n, kMinLightRowsPerPart, 2, [&](size_t begin, size_t end) {

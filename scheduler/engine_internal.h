@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +87,8 @@ struct alignas(64) Engine::Stream {
   int nbest = 1;             // Hypotheses per result the request asked for.
   size_t active_index = 0;   // Position in active_ while admitted.
   std::string last_partial;  // Transcript of the last interim result sent.
+  // The decoder's PartialRevision when the last interim result was built.
+  uint64_t partial_revision = std::numeric_limits<uint64_t>::max();
   Clock::time_point opened;
   // The request's decode options until admission configures the decoder.
   std::unique_ptr<decoder::StreamOptions> decode;

@@ -255,6 +255,45 @@ std::vector<float> TwoUtterances() {
                         Repeat(0, 5), Repeat(0, 10)}));
 }
 
+// A partial result built at one revision is the one built at any later call
+// with the same revision; greedy search keeps its revision over silence.
+TEST(CtcDecoderTest, AnUnchangedPartialRevisionMeansAnUnchangedPartial) {
+  for (const SearchMethod method : {SearchMethod::kGreedy, SearchMethod::kPrefixBeam}) {
+    CtcDecoderConfig config;
+    config.method = method;
+    auto decoder = MakeDecoder(config);
+    auto state = decoder->CreateState();
+    std::vector<float> lp = TwoUtterances();
+    uint64_t revision = decoder->PartialRevision(*state);
+    DecodeResult last = decoder->PartialResult(*state);
+    int kept = 0, moved = 0;
+    for (int t = 0; t < 90; t += 5) {
+      std::vector<float> chunk(lp.begin() + t * kV, lp.begin() + (t + 5) * kV);
+      ASSERT_TRUE(decoder->DecodeChunk(*state, View(chunk, kV)).ok());
+      const DecodeResult now = decoder->PartialResult(*state);
+      if (decoder->PartialRevision(*state) == revision) {
+        ++kept;
+        ASSERT_EQ(now.nbest.size(), last.nbest.size()) << t;
+        for (size_t i = 0; i < now.nbest.size(); ++i) {
+          EXPECT_EQ(now.nbest[i].tokens, last.nbest[i].tokens) << t;
+          EXPECT_EQ(now.nbest[i].token_confidences, last.nbest[i].token_confidences) << t;
+          EXPECT_EQ(now.nbest[i].transcript, last.nbest[i].transcript) << t;
+        }
+      } else {
+        ++moved;
+      }
+      revision = decoder->PartialRevision(*state);
+      last = now;
+    }
+    EXPECT_GT(moved, 0);
+    if (method == SearchMethod::kGreedy) {
+      EXPECT_GT(kept, 5) << "silence and the rest of a token's run keep the revision";
+    } else {
+      EXPECT_EQ(kept, 0) << "every chunk counts as a change to the beam";
+    }
+  }
+}
+
 TEST(CtcDecoderTest, ContinuousDecodingStartsANewSegmentAtAnEndpoint) {
   auto decoder = MakeDecoder();
   auto state = decoder->CreateState();

@@ -90,6 +90,28 @@ TEST(GreedySearchTest, CollapsesRepeatsAndDropsBlanks) {
   EXPECT_TRUE(search.DecodedSomething());
 }
 
+TEST(GreedySearchTest, RevisionMovesWithTheTokensAndTheirConfidencesOnly) {
+  // blank = 0, a = 1, b = 2; each row is one frame.
+  GreedySearch search(0);
+  uint64_t last = search.Revision();
+  auto step = [&](std::vector<std::vector<float>> rows) {
+    const std::vector<float> lp = LogRows(rows);
+    search.Search(lp.data(), static_cast<int>(rows.size()), 3);
+    const bool moved = search.Revision() != last;
+    last = search.Revision();
+    return moved;
+  };
+  EXPECT_FALSE(step({{8, 1, 1}, {8, 1, 1}})) << "blanks";
+  EXPECT_TRUE(step({{1, 6, 3}})) << "a new token";
+  EXPECT_FALSE(step({{1, 5, 4}})) << "its run goes on, less sure";
+  EXPECT_TRUE(step({{1, 8, 1}})) << "its run goes on, surer: its confidence rises";
+  EXPECT_FALSE(step({{8, 1, 1}, {8, 1, 1}})) << "blanks";
+  EXPECT_TRUE(step({{1, 6, 3}})) << "the same unit again after a blank is a new token";
+  EXPECT_FALSE(step({}));
+  search.Reset();
+  EXPECT_NE(search.Revision(), last) << "a reset";
+}
+
 TEST(PrefixBeamSearchTest, SumsAlignmentsWhereGreedyDoesNot) {
   // Two frames of P(blank) = 0.6, P(a) = 0.4. Greedy says "" (0.36); the
   // prefix "a" collects aa, a-, -a = 0.16 + 0.24 + 0.24 = 0.64.
