@@ -3,11 +3,13 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,27 @@
 
 namespace oasr::decoder {
 namespace {
+
+std::atomic<uint32_t> next_serial{1};
+
+// A thread's memory of NgramLm::Score's answers, by (model, state, unit).
+struct ScoreMemo {
+  struct Entry {
+    uint32_t model = 0;  // 0: empty.
+    int32_t state = 0;
+    int32_t unit = 0;
+    float score = 0.0f;
+    int32_t next = 0;
+  };
+  static constexpr int kBits = 15;
+  std::vector<Entry> entries = std::vector<Entry>(size_t{1} << kBits);
+
+  static size_t Index(uint32_t model, int32_t state, int32_t unit) {
+    const uint32_t h = (static_cast<uint32_t>(state) * 0x9E3779B1u) ^
+                       (static_cast<uint32_t>(unit) * 0x85EBCA77u) ^ (model * 0xC2B2AE3Du);
+    return (h * 0x27D4EB2Fu) >> (32 - kBits);
+  }
+};
 
 constexpr float kLn10 = 2.302585093f;
 // ln P of a unit the file does not list when it has no <unk> either (log10 -7).
@@ -142,6 +165,7 @@ absl::StatusOr<std::shared_ptr<const NgramLm>> NgramLm::LoadArpa(const std::stri
   if (header_counts.empty()) return error("no 'ngram N=count' lines");
 
   auto lm = std::shared_ptr<NgramLm>(new NgramLm());
+  lm->serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   const int order = static_cast<int>(header_counts.size());
   const int vocab = units.size();
   lm->order_ = order;
@@ -356,7 +380,15 @@ float NgramLm::ScoreWord(State state, int32_t word, State* next) const {
 
 float NgramLm::Score(State state, int32_t unit, State* next) const {
   OASR_DCHECK(unit >= 0 && unit < vocab_size_);
-  return ScoreWord(state, unit, next);
+  thread_local ScoreMemo memo;
+  ScoreMemo::Entry& e = memo.entries[ScoreMemo::Index(serial_, state, unit)];
+  if (e.model == serial_ && e.state == state && e.unit == unit) {
+    *next = e.next;
+    return e.score;
+  }
+  const float score = ScoreWord(state, unit, next);
+  e = ScoreMemo::Entry{serial_, state, unit, score, *next};
+  return score;
 }
 
 float NgramLm::UnigramScore(int32_t unit) const {

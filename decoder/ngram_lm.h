@@ -48,7 +48,12 @@ class NgramLm {
   State StartState() const { return start_state_; }
 
   // ln P(unit | state), and the state after it in `*next`. `unit` must be in
-  // [0, vocab_size()) (CHECK in debug builds).
+  // [0, vocab_size()) (CHECK in debug builds). Each thread remembers its
+  // recent answers (a direct-mapped table of 32,768, shared by the models
+  // and streams it scores for): a prefix beam search asks the same (state,
+  // unit) again frame after frame for the extensions it prunes, and the
+  // answer is a function of the two, so a remembered one is exactly the
+  // walk's.
   float Score(State state, int32_t unit, State* next) const;
 
   // ln P(</s> | state): the end of the sentence.
@@ -84,6 +89,8 @@ class NgramLm {
   // node extends nothing and has no backoff).
   int32_t Minimize(int32_t node) const;
 
+  // Names this model in the threads' score memories (never 0, never reused).
+  uint32_t serial_ = 0;
   int order_ = 0;
   int vocab_size_ = 0;
   int32_t eos_word_ = 0;

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_replace.h"
@@ -111,6 +113,56 @@ TEST_F(NgramLmTest, StatesForgetWhatCannotMatter) {
   NgramLm::State z = (*lm)->StartState();
   (*lm)->Score(z, kA, &z);
   EXPECT_NE(z, y);
+}
+
+// Each thread remembers Score's answers by model, state and unit: the same
+// questions again, and the same states of another model, get exactly what a
+// thread that remembers nothing computes.
+TEST_F(NgramLmTest, RememberedScoresAreTheModelsOwn) {
+  auto first = Load(kArpa);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The same n-grams with other probabilities: the same states, other scores.
+  std::string other = kArpa;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"-0.2\t<s> a", "-0.6\t<s> a"},
+                                 {"-0.05\t<s> a b", "-0.5\t<s> a b"},
+                                 {"-0.9\tc", "-0.1\tc"},
+                                 {"-0.6\ta\t-0.3", "-0.4\ta\t-0.7"}}) {
+    const size_t at = other.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    other.replace(at, from.size(), to);
+  }
+  auto second = NgramLm::LoadArpa(Write("other.arpa", other), *Units());
+  ASSERT_TRUE(second.ok()) << second.status();
+  const std::vector<std::vector<int32_t>> sentences = {
+      {kA, kB, kA, kC}, {kA}, {kC, kA, kB}, {kB, kB, kC, kA, kA}, {kA, kC, kC}};
+  // Every score and state along the sentences, as a fresh thread sees them.
+  auto trace = [&](const NgramLm& lm) {
+    std::vector<float> out;
+    for (const auto& units : sentences) {
+      NgramLm::State state = lm.StartState();
+      for (int32_t u : units) {
+        out.push_back(lm.Score(state, u, &state));
+        out.push_back(static_cast<float>(state));
+      }
+    }
+    return out;
+  };
+  std::vector<float> fresh_first, fresh_second;
+  std::thread([&] { fresh_first = trace(**first); }).join();
+  std::thread([&] { fresh_second = trace(**second); }).join();
+  ASSERT_NE(fresh_first, fresh_second);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(trace(**first), fresh_first) << round;
+    EXPECT_EQ(trace(**second), fresh_second) << round;
+  }
+  // A model loaded after one is gone (perhaps at its address) is not it.
+  first->reset();
+  auto third = NgramLm::LoadArpa(Write("other.arpa", other), *Units());
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(trace(**third), fresh_second);
+  auto fourth = Load(kArpa);
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ(trace(**fourth), fresh_first);
 }
 
 TEST_F(NgramLmTest, UnlistedUnitsGetTheUnknownProbability) {
