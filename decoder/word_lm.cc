@@ -1,8 +1,10 @@
 #include "decoder/word_lm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,31 @@ namespace {
 
 WordScore Negated(const WordScore& s) { return WordScore{-s.log_prob, -s.words, -s.unknown_words}; }
 
+std::atomic<uint32_t> next_serial{1};
+
+// A thread's memory of WordLm::Extend's answers, by (model, state, unit): the
+// prefix beam search asks for the same extensions of its hypotheses every
+// frame, and prunes most of them again. Exact: Extend is a pure function of
+// the three.
+struct ExtendMemo {
+  struct Entry {
+    uint32_t model = 0;  // 0: empty.
+    WordLm::State state{0, 0};
+    int32_t unit = 0;
+    WordScore score;
+    WordLm::State next{0, 0};
+  };
+  static constexpr int kBits = 14;
+  std::vector<Entry> entries = std::vector<Entry>(size_t{1} << kBits);
+
+  static size_t Index(uint32_t model, WordLm::State state, int32_t unit) {
+    const uint32_t h = (static_cast<uint32_t>(state.history) * 0x9E3779B1u) ^
+                       (static_cast<uint32_t>(state.node) * 0x85EBCA77u) ^
+                       (static_cast<uint32_t>(unit) * 0xC2B2AE3Du) ^ (model * 0x27D4EB2Fu);
+    return (h * 0x165667B1u) >> (32 - kBits);
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const WordLm>> WordLm::Load(const std::string& path,
@@ -24,6 +51,7 @@ absl::StatusOr<std::shared_ptr<const WordLm>> WordLm::Load(const std::string& pa
   }
   OASR_ASSIGN_OR_RETURN(SymbolTable words, ReadArpaWords(path));
   auto model = std::shared_ptr<WordLm>(new WordLm());
+  model->serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   OASR_ASSIGN_OR_RETURN(model->lm_, NgramLm::LoadArpa(path, words));
   model->unknown_word_ = words.Find("<unk>");
   if (model->unknown_word_ < 0) {
@@ -150,6 +178,19 @@ WordScore WordLm::Complete(State state, NgramLm::State* history) const {
 
 WordScore WordLm::Extend(State state, int32_t unit, State* next) const {
   OASR_DCHECK(unit >= 0 && unit < num_units());
+  thread_local ExtendMemo memo;
+  ExtendMemo::Entry& e = memo.entries[ExtendMemo::Index(serial_, state, unit)];
+  if (e.model == serial_ && e.state.history == state.history && e.state.node == state.node &&
+      e.unit == unit) {
+    *next = e.next;
+    return e.score;
+  }
+  const WordScore score = ExtendUncached(state, unit, next);
+  e = ExtendMemo::Entry{serial_, state, unit, score, *next};
+  return score;
+}
+
+WordScore WordLm::ExtendUncached(State state, int32_t unit, State* next) const {
   WordScore score;
   int32_t node = state.node;
   next->history = state.history;

@@ -91,6 +91,8 @@ class WordLm {
   };
 
   WordLm() = default;
+  // Extend without the thread's memory of its answers.
+  WordScore ExtendUncached(State state, int32_t unit, State* next) const;
   // Fills nodes_[index] and its subtree from words[lo, hi) (sorted, sharing
   // their first `depth` bytes); returns its look-ahead.
   float Build(const std::vector<std::pair<std::string, int32_t>>& words, size_t lo, size_t hi,
@@ -103,6 +105,8 @@ class WordLm {
   WordScore Complete(State state, NgramLm::State* history) const;
 
   std::shared_ptr<const NgramLm> lm_;
+  // Names this model in the threads' memories of Extend (never 0, never reused).
+  uint32_t serial_ = 0;
   int32_t unknown_word_ = -1;  // <unk> in the LM's vocabulary, or -1
   float unknown_log_prob_ = 0.0f;
   int num_words_ = 0;

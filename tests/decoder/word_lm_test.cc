@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "decoder/ctc_decoder.h"
@@ -141,6 +142,56 @@ TEST_F(WordLmTest, WordsOutsideTheLexiconScoreUnknown) {
   total = SentenceScore(*lm, {});
   EXPECT_NEAR(total.log_prob, (-0.3f - 0.7f) * kLn10, 1e-5);
   EXPECT_EQ(total.words, 0);
+}
+
+// Extend's answers are remembered per thread by (model, state, unit): two
+// models whose lexicons give the same states but whose words score
+// differently never take each other's answers, also once a model is gone.
+TEST_F(WordLmTest, RememberedExtensionsAreTheModelsOwn) {
+  auto first = Load();
+  ASSERT_NE(first, nullptr);
+  std::string other = kArpa;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"-0.5\tcab", "-0.8\tcab"},
+                                 {"-0.9\tcat", "-0.4\tcat"},
+                                 {"-0.2\tcab dog", "-0.6\tcab dog"}}) {
+    const size_t at = other.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    other.replace(at, from.size(), to);
+  }
+  auto second = WordLm::Load(Write("other.arpa", other), *Units());
+  ASSERT_TRUE(second.ok()) << second.status();
+  const std::vector<std::vector<int32_t>> sentences = {{kWordCa, kB, kWordDog},
+                                                       {kWordC, kA, kT},
+                                                       {kWordC, kX, kWordDog},
+                                                       {kWordCa, kT, kWordCa, kB, kWordDog}};
+  // Every score and state along the sentences, as a fresh thread sees them.
+  auto trace = [&](const WordLm& lm) {
+    std::vector<float> out;
+    for (const auto& units : sentences) {
+      WordLm::State state = lm.StartState();
+      for (int32_t u : units) {
+        const WordScore d = lm.Extend(state, u, &state);
+        out.insert(out.end(),
+                   {d.log_prob, static_cast<float>(d.words), static_cast<float>(d.unknown_words),
+                    static_cast<float>(state.history), static_cast<float>(state.node)});
+      }
+    }
+    return out;
+  };
+  std::vector<float> fresh_first, fresh_second;
+  std::thread([&] { fresh_first = trace(*first); }).join();
+  std::thread([&] { fresh_second = trace(**second); }).join();
+  ASSERT_NE(fresh_first, fresh_second);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(trace(*first), fresh_first) << round;
+    EXPECT_EQ(trace(**second), fresh_second) << round;
+  }
+  // A model loaded after one is gone (perhaps at its address) is not it.
+  first.reset();
+  auto third = WordLm::Load(Write("third.arpa", kArpa), *Units());
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(trace(**third), fresh_first);
+  EXPECT_EQ(trace(**second), fresh_second);
 }
 
 TEST_F(WordLmTest, RefusesWhatItCannotUse) {
