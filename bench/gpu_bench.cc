@@ -446,7 +446,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
   app.add_flag("--dense-decode", dense, "Copy whole log-probs to the decoder");
-  std::string stem = "recompute";
+  std::string stem = "tensor-cores";
   app.add_option("--stem", stem,
                  "CUDA: how the subsampling stem computes its first stage, recompute or "
                  "tensor-cores")

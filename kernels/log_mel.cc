@@ -10,6 +10,20 @@
 
 namespace oasr::kernels {
 
+std::vector<int32_t> MelSpans(const float* mel, int bins) {
+  constexpr int kBins = kLogMelFftBins;
+  std::vector<int32_t> spans(2 * static_cast<size_t>(std::max(bins, 0)));
+  for (int m = 0; m < bins; ++m) {
+    const float* w = mel + static_cast<int64_t>(m) * kBins;
+    int a = 0, b = kBins;
+    while (a < kBins && w[a] == 0.0f) ++a;
+    while (b > a && w[b - 1] == 0.0f) --b;
+    spans[2 * m] = a;
+    spans[2 * m + 1] = b;
+  }
+  return spans;
+}
+
 void LogMelCpu(const LogMelParams& p, ThreadPool* pool) {
   constexpr int kN = kLogMelFrameLength, kBins = kLogMelFftBins, kFft = 2 * (kBins - 1);
   constexpr double kFloor = 1.1920928955078125e-07;
@@ -18,15 +32,9 @@ void LogMelCpu(const LogMelParams& p, ThreadPool* pool) {
   for (int n = 0; n < kN; ++n) window[n] = double{p.window[n]} + double{p.window[kN + n]};
   // Each mel row's nonzero span [first, last): the weights are triangles, so
   // the dense table is mostly zeros.
-  std::vector<int> first(p.bins, 0), last(p.bins, 0);
-  for (int m = 0; m < p.bins; ++m) {
-    const float* w = p.mel + static_cast<int64_t>(m) * kBins;
-    int a = 0, b = kBins;
-    while (a < kBins && w[a] == 0.0f) ++a;
-    while (b > a && w[b - 1] == 0.0f) --b;
-    first[m] = a;
-    last[m] = b;
-  }
+  const std::vector<int32_t> spans =
+      p.mel_spans != nullptr ? std::vector<int32_t>(p.mel_spans, p.mel_spans + 2 * p.bins)
+                             : MelSpans(p.mel, p.bins);
   auto row = [&](int64_t r) {
     std::vector<double> x(kFft, 0.0), power(kBins), scratch;
     for (int t = 0; t < p.max_frames; ++t) {
@@ -48,7 +56,8 @@ void LogMelCpu(const LogMelParams& p, ThreadPool* pool) {
         const float* w = p.mel + static_cast<int64_t>(m) * kBins;
         double e = 0.0;
         // The power is rounded to float as the GPU kernel keeps it.
-        for (int k = first[m]; k < last[m]; ++k) e += double{w[k]} * static_cast<float>(power[k]);
+        for (int k = spans[2 * m]; k < spans[2 * m + 1]; ++k)
+          e += double{w[k]} * static_cast<float>(power[k]);
         double v = std::log(std::max(e, kFloor));
         if (p.mean != nullptr) v = (v - p.mean[m]) * p.istd[m];
         out[m] = static_cast<float>(v);

@@ -3,8 +3,8 @@
 // frame B as the imaginary part, split apart after: a real signal's spectrum
 // is conjugate-symmetric), radix 2 in shared memory, one butterfly a thread
 // a stage; then one thread per (frame, mel bin) over that bin's nonzero span
-// of the weights. The twiddles, the window and the spans are set up once a
-// block, for its 8 frames.
+// of the weights. The twiddles and the window are set up once a block, for
+// its 8 frames; the spans come with the tables (LogMelParams::mel_spans).
 #include "kernels/cuda_common.cuh"
 #include "kernels/log_mel.h"
 
@@ -51,17 +51,25 @@ __global__ void __launch_bounds__(kThreads) LogMelKernel(LogMelParams p) {
   for (int n = tid; n < kN; n += kThreads) {
     window[n] = static_cast<double>(p.window[n]) + static_cast<double>(p.window[kN + n]);
   }
-  for (int m = tid; m < p.bins; m += kThreads) {
-    first[m] = kBins;
-    last[m] = 0;
-  }
-  __syncthreads();
-  // Each mel row's nonzero span (the weights are triangles).
-  for (int i = tid; i < p.bins * kBins; i += kThreads) {
-    const int m = i / kBins, k = i - m * kBins;
-    if (p.mel[i] != 0.0f) {
-      atomicMin(&first[m], k);
-      atomicMax(&last[m], k + 1);
+  // Each mel row's nonzero span (the weights are triangles): given, or found
+  // by a scan of the whole table.
+  if (p.mel_spans != nullptr) {
+    for (int m = tid; m < p.bins; m += kThreads) {
+      first[m] = p.mel_spans[2 * m];
+      last[m] = p.mel_spans[2 * m + 1];
+    }
+  } else {
+    for (int m = tid; m < p.bins; m += kThreads) {
+      first[m] = kBins;
+      last[m] = 0;
+    }
+    __syncthreads();
+    for (int i = tid; i < p.bins * kBins; i += kThreads) {
+      const int m = i / kBins, k = i - m * kBins;
+      if (p.mel[i] != 0.0f) {
+        atomicMin(&first[m], k);
+        atomicMax(&last[m], k + 1);
+      }
     }
   }
   // Sums of (a, b) over the block.
@@ -138,7 +146,9 @@ __global__ void __launch_bounds__(kThreads) LogMelKernel(LogMelParams p) {
     if (m < p.bins && (f == 0 || b_on)) {
       const float* w = p.mel + static_cast<int64_t>(m) * kBins;
       double e = 0.0;
-      for (int k = first[m]; k < last[m]; ++k) e = fma(static_cast<double>(w[k]), static_cast<double>(power[f][k]), e);
+      for (int k = first[m]; k < last[m]; ++k) {
+        e = fma(static_cast<double>(w[k]), static_cast<double>(power[f][k]), e);
+      }
       float v = logf(static_cast<float>(fmax(e, 1.1920928955078125e-07)));
       if (p.mean != nullptr) v = (v - p.mean[m]) * p.istd[m];
       out_row[static_cast<int64_t>(ta + f) * p.bins + m] = v;
@@ -158,8 +168,8 @@ __global__ void __launch_bounds__(256) GatherPcmKernel(GatherPcmParams p) {
   if (p.feat_frames[r] == 0) return;
   const int vecs_per_row = p.width / 8;
   const int64_t total = int64_t{p.window_rows} * vecs_per_row;
-  const uint4* lane = reinterpret_cast<const uint4*>(
-      p.ring + static_cast<int64_t>(p.slots[r]) * p.ring_rows * p.width);
+  const uint4* lane = reinterpret_cast<const uint4*>(p.ring + static_cast<int64_t>(p.slots[r]) *
+                                                                  p.ring_rows * p.width);
   float4* out = reinterpret_cast<float4*>(p.out + static_cast<int64_t>(r) * p.out_stride);
   const int64_t start = static_cast<int64_t>(p.starts[r]) * vecs_per_row;
   const int64_t ring_vecs = p.ring_rows * vecs_per_row;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/execution_context.h"
@@ -35,9 +36,13 @@ struct LogMelParams {
   int bins = 80;                  // Mel bins, in [1, 128].
   const float* window = nullptr;  // [2, 400]: high parts, then low parts
   const float* mel = nullptr;     // [bins, 257] weights (dense)
-  const float* mean = nullptr;    // [bins] or null (no CMVN)
-  const float* istd = nullptr;    // [bins] or null
-  float* out = nullptr;           // [rows, max_frames, bins]
+  // [bins, 2]: each mel row's nonzero span [first, last) in `mel`
+  // (MelSpans), or null: found from `mel` (on CUDA by every block, a scan
+  // of the whole table).
+  const int32_t* mel_spans = nullptr;
+  const float* mean = nullptr;  // [bins] or null (no CMVN)
+  const float* istd = nullptr;  // [bins] or null
+  float* out = nullptr;         // [rows, max_frames, bins]
 };
 
 // On ctx's device (asynchronous on CUDA; every pointer there). INVALID_ARGUMENT
@@ -70,6 +75,11 @@ struct GatherPcmParams {
 // ring readable by it). INVALID_ARGUMENT for null pointers or sizes that do
 // not fit.
 absl::Status GatherPcm(ExecutionContext& ctx, const GatherPcmParams& p);
+
+// Each mel row's nonzero span [first, last) of `mel` ([bins, 257] dense
+// triangles), as LogMelParams::mel_spans takes them: first at 2 m, last at
+// 2 m + 1; a row of zeros is [257, 257).
+std::vector<int32_t> MelSpans(const float* mel, int bins);
 
 // The CPU implementation (a 512-point FFT in double; rows over `pool` when
 // given).

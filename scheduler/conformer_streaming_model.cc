@@ -109,8 +109,15 @@ absl::Status ConformerStreamingModel::UploadFrontEndTables() {
   tables.insert(tables.end(), cmvn.istd().begin(), cmvn.istd().end());
   const int64_t n = static_cast<int64_t>(tables.size());
   OASR_ASSIGN_OR_RETURN(front_end_tables_, Tensor::Empty({n}, DType::kFloat32, ctx_->device()));
-  return CopyTensor(front_end_tables_.view(),
-                    TensorView(tables.data(), DType::kFloat32, {n}, Device::Cpu()));
+  OASR_RETURN_IF_ERROR(CopyTensor(front_end_tables_.view(),
+                                  TensorView(tables.data(), DType::kFloat32, {n}, Device::Cpu())));
+  // The mel rows' nonzero spans, so that the filterbank's blocks need not
+  // find them in the dense table.
+  std::vector<int32_t> spans = kernels::MelSpans(mel.data(), kBins);
+  const int64_t s = static_cast<int64_t>(spans.size());
+  OASR_ASSIGN_OR_RETURN(front_end_spans_, Tensor::Empty({s}, DType::kInt32, ctx_->device()));
+  return CopyTensor(front_end_spans_.view(),
+                    TensorView(spans.data(), DType::kInt32, {s}, Device::Cpu()));
 }
 
 absl::Status ConformerStreamingModel::ComputeFeatures(const CohortPlan& plan) {
@@ -163,6 +170,7 @@ absl::Status ConformerStreamingModel::ComputeFeatures(const CohortPlan& plan) {
   p.bins = geometry_.feature_dim;
   p.window = tables;
   p.mel = p.window + kernels::kLogMelWindowFloats;
+  p.mel_spans = front_end_spans_.data<int32_t>();
   p.mean = p.mel + int64_t{p.bins} * kernels::kLogMelFftBins;
   p.istd = p.mean + p.bins;
   p.out = static_cast<float*>(plan.feats.data());

@@ -69,6 +69,7 @@ class ConformerStreamingModel final : public StreamingModel {
   std::unique_ptr<encoder::ConformerEncoder> encoder_;
   ModelGeometry geometry_;
   Tensor front_end_tables_;
+  Tensor front_end_spans_;  // int32 [bins, 2]: kernels::MelSpans of the mel table.
 };
 
 }  // namespace oasr::scheduler

@@ -32,7 +32,7 @@ struct ModelOptions {
   int64_t max_table_positions = 0;
   // CUDA: how the subsampling stem computes its first stage
   // (encoder::EncoderOptions::stem).
-  kernels::StemKernel stem = kernels::StemKernel::kRecompute;
+  kernels::StemKernel stem = kernels::StemKernel::kTensorCores;
 
   // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock, and
   // `decoder.min_word_confidence` by min_word_confidence when set, else the
@@ -89,6 +89,6 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text);
 // ResolveDevice, ParseComputeDType unless `dtype` is empty (the device's
 // default then), and ParseStemKernel.
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
-                             ModelOptions* options, const std::string& stem = "recompute");
+                             ModelOptions* options, const std::string& stem = "tensor-cores");
 
 }  // namespace oasr::scheduler

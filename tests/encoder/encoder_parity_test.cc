@@ -151,7 +151,8 @@ TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
   auto model = ConformerModel::Load(c["model_dir"].get<std::string>());
   ASSERT_TRUE(model.ok()) << model.status();
   for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-    auto recompute = testing::MakeTestEncoder(model->get(), 1, 16384, dtype);
+    auto recompute =
+        testing::MakeTestEncoder(model->get(), 1, 16384, dtype, kernels::StemKernel::kRecompute);
     auto tensor_cores =
         testing::MakeTestEncoder(model->get(), 1, 16384, dtype, kernels::StemKernel::kTensorCores);
     ASSERT_TRUE(recompute.ok()) << recompute.status();

@@ -102,6 +102,16 @@ TEST(LogMelTest, EqualsTheCpuFrontEndWithinOneThousandth) {
   ASSERT_TRUE(kernels::LogMel(**ctx, p).ok());
   ASSERT_TRUE((*ctx)->Synchronize().ok());
   const std::vector<float> got = ToHost(d_out);
+  // With the mel rows' spans given, as the engine passes them: the same values.
+  const std::vector<int32_t> spans = kernels::MelSpans(mel.data(), kBins);
+  Tensor d_spans =
+      OnDevice(spans.data(), static_cast<int64_t>(spans.size()), DType::kInt32, device);
+  Tensor d_out_spans = OnDevice(poison.data(), poison.size(), DType::kFloat32, device);
+  p.mel_spans = d_spans.data<int32_t>();
+  p.out = d_out_spans.data<float>();
+  ASSERT_TRUE(kernels::LogMel(**ctx, p).ok());
+  ASSERT_TRUE((*ctx)->Synchronize().ok());
+  EXPECT_EQ(ToHost(d_out_spans), got);
 
   Fbank fbank;
   std::vector<float> want(kBins);
@@ -124,6 +134,31 @@ TEST(LogMelTest, EqualsTheCpuFrontEndWithinOneThousandth) {
   }
   std::printf("[ log_mel ] %s: max |diff| %.3g over %d rows\n", device.ToString().c_str(), worst,
               kRows);
+}
+
+// Each mel row's span holds every nonzero weight and starts and ends on one;
+// a row of zeros is empty.
+TEST(LogMelTest, MelSpansBoundEachRowsNonzeroWeights) {
+  constexpr int kBins = Fbank::kNumBins, kFft = kernels::kLogMelFftBins;
+  std::vector<float> window, mel;
+  Fbank::DenseTables(&window, &mel);
+  std::fill(mel.begin() + 5 * kFft, mel.begin() + 6 * kFft, 0.0f);  // Row 5: no weights.
+  const std::vector<int32_t> spans = kernels::MelSpans(mel.data(), kBins);
+  ASSERT_EQ(spans.size(), 2u * kBins);
+  for (int m = 0; m < kBins; ++m) {
+    const int first = spans[2 * m], last = spans[2 * m + 1];
+    if (m == 5) {
+      EXPECT_EQ(first, kFft);
+      EXPECT_EQ(last, kFft);
+      continue;
+    }
+    ASSERT_LT(first, last) << m;
+    EXPECT_NE(mel[m * kFft + first], 0.0f) << m;
+    EXPECT_NE(mel[m * kFft + last - 1], 0.0f) << m;
+    for (int k = 0; k < kFft; ++k) {
+      if (k < first || k >= last) EXPECT_EQ(mel[m * kFft + k], 0.0f) << m << " " << k;
+    }
+  }
 }
 
 TEST(LogMelTest, RefusesAShortStrideAndMissingTables) {

@@ -58,7 +58,7 @@ inline void EnsureWorkspace(ConformerEncoder& encoder, int batch, int chunk) {
 // An encoder on TestDevice() computing in `dtype`.
 inline absl::StatusOr<CpuEncoder> MakeTestEncoder(
     const ConformerModel* model, int threads = 1, int64_t max_table_positions = 16384,
-    DType dtype = DType::kFloat32, kernels::StemKernel stem = kernels::StemKernel::kRecompute) {
+    DType dtype = DType::kFloat32, kernels::StemKernel stem = EncoderOptions{}.stem) {
   ExecutionContextOptions o;
   o.cpu_threads = threads;
   o.device = TestDevice();

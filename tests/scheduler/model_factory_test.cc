@@ -43,8 +43,10 @@ TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
   EXPECT_EQ(ParseStemKernel("recompute").value(), kernels::StemKernel::kRecompute);
   EXPECT_EQ(ParseStemKernel("tensor-cores").value(), kernels::StemKernel::kTensorCores);
   EXPECT_EQ(ParseStemKernel("tc").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kRecompute);  // The measured default.
+  EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kTensorCores);  // The measured default.
   ModelOptions options;
+  ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "recompute").ok());
+  EXPECT_EQ(options.stem, kernels::StemKernel::kRecompute);
   ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "tensor-cores").ok());
   EXPECT_EQ(options.stem, kernels::StemKernel::kTensorCores);
   EXPECT_FALSE(SetComputeFlags("cpu", "", &options, "tc").ok());
