@@ -8,10 +8,9 @@
 # at 60,000 streams (the word LM's memory of Extend). Everything lands in
 # $OUT/call2.tgz; the summary goes to stdout.
 #
-# To run it: build-gpu at this tree -> strip + xz its kernels/liboasr_kernels.so
-# to .devrun/base/liboasr_kernels.so.xz; git apply attention_pipelined.patch,
-# rebuild, tools/gpu/pack.sh .devrun/new (the *_gpu_test binaries and the
-# benches), and carry .devrun.
+# To run it: bash bench/results/gpu/session40/prepare_call2.sh here (it
+# builds both libraries from the current tree into .devrun), then a device
+# call of `OUT=$OUT bash bench/results/gpu/session40/call2.sh` carrying .devrun.
 set -u
 mkdir -p /tmp/nb /tmp/base /tmp/c2 && tar -xJf .devrun/new/bundle.tar.xz -C /tmp/nb
 xz -dc .devrun/base/liboasr_kernels.so.xz > /tmp/base/liboasr_kernels.so
