@@ -32,9 +32,9 @@ void LogMelCpu(const LogMelParams& p, ThreadPool* pool) {
   for (int n = 0; n < kN; ++n) window[n] = double{p.window[n]} + double{p.window[kN + n]};
   // Each mel row's nonzero span [first, last): the weights are triangles, so
   // the dense table is mostly zeros.
-  const std::vector<int32_t> spans =
-      p.mel_spans != nullptr ? std::vector<int32_t>(p.mel_spans, p.mel_spans + 2 * p.bins)
-                             : MelSpans(p.mel, p.bins);
+  std::vector<int32_t> found;
+  if (p.mel_spans == nullptr) found = MelSpans(p.mel, p.bins);
+  const int32_t* spans = p.mel_spans != nullptr ? p.mel_spans : found.data();
   auto row = [&](int64_t r) {
     std::vector<double> x(kFft, 0.0), power(kBins), scratch;
     for (int t = 0; t < p.max_frames; ++t) {
@@ -56,8 +56,9 @@ void LogMelCpu(const LogMelParams& p, ThreadPool* pool) {
         const float* w = p.mel + static_cast<int64_t>(m) * kBins;
         double e = 0.0;
         // The power is rounded to float as the GPU kernel keeps it.
-        for (int k = spans[2 * m]; k < spans[2 * m + 1]; ++k)
+        for (int k = spans[2 * m]; k < spans[2 * m + 1]; ++k) {
           e += double{w[k]} * static_cast<float>(power[k]);
+        }
         double v = std::log(std::max(e, kFloor));
         if (p.mean != nullptr) v = (v - p.mean[m]) * p.istd[m];
         out[m] = static_cast<float>(v);
