@@ -1,12 +1,14 @@
 // The tensor-core path of PagedAttention for 16-bit storage (bfloat16,
 // float16) and head dims that are multiples of 16: one warp per (row, head),
 // mma.sync m16n8k16 with float32 accumulation for both score terms and for
-// P V, an online softmax over tiles of 32 keys held in registers (the score
+// P V, an online softmax over tiles of 16 keys held in registers (the score
 // fragments become the P V operands without a trip through shared memory,
-// as FlashAttention-2 does). Each lane loads one key of a tile (its K, V and
-// position rows, 16 bytes at a time) through the block table; V is stored
-// transposed so its fragments are single 32-bit reads. Included by
-// rel_pos_attention.cu only.
+// as FlashAttention-2 does). The tiles are double-buffered: the next tile's
+// K, V and position rows are in flight (cp.async) while the warp computes on
+// the current one. Each load instruction of the warp moves whole rows (32
+// lanes x 16 bytes: 512 contiguous bytes, four keys' rows at d_k = 64), not
+// 16 bytes of 32 different rows. V's fragments come out transposed through
+// ldmatrix.trans. Included by rel_pos_attention.cu only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,17 +43,21 @@ __device__ inline float ProjectPosition(const float* linear_pos, int d, int dk, 
 namespace mma_attention {
 
 constexpr int kQueries = 16;  // The mma's M: a chunk of at most 16 frames.
-constexpr int kKeys = 32;     // Keys per tile: one per lane.
+constexpr int kKeys = 16;     // Keys per tile: the K of one P V mma.
+constexpr int kStages = 2;    // Tiles in flight per warp.
 constexpr int kWarps = 4;     // (row, head) items per block.
 
-// A warp's tile of 32 keys: their K, position and V rows, row-major (the
-// V fragments come out transposed through ldmatrix.trans).
+// One tile of 16 keys: their K, position and V rows, row-major.
 template <int kDk>
-struct WarpSmem {
+struct Tile {
   static constexpr int kRow = kDk + 8;  // Row stride in elements (16-byte aligned, no conflicts).
   uint16_t k[kKeys * kRow];
   uint16_t p[kKeys * kRow];
   uint16_t v[kKeys * kRow];
+};
+template <int kDk>
+struct WarpSmem {
+  Tile<kDk> stage[kStages];
 };
 
 template <typename T>
@@ -79,8 +85,13 @@ __device__ __forceinline__ void CopyAsync16(void* smem, const void* global) {
   const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(global));
 }
+__device__ __forceinline__ void CommitAsync() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Until at most `kPending` of this thread's newest groups are in flight.
+template <int kPending>
 __device__ __forceinline__ void WaitAsync() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Four 8x8 tiles of 16-bit elements, transposed: lane i gives the address of
@@ -95,8 +106,9 @@ __device__ __forceinline__ void LoadMatrixT4(const uint16_t* row, uint32_t* r) {
 template <typename T, int kDk>
 __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b, int head,
                           int lane) {
-  using S = WarpSmem<kDk>;
-  constexpr int kVec = 8;  // Elements per 16-byte load.
+  using S = Tile<kDk>;
+  constexpr int kVec = 8;              // Elements per 16-byte load.
+  constexpr int kChunks = kDk / kVec;  // 16-byte chunks of a row (even: kDk % 16 == 0).
   const int g = lane >> 2, t = lane & 3;
   const int heads = p.heads, d = heads * kDk;
   const int32_t slot = p.slots[b];
@@ -112,65 +124,68 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   T* out = static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.chunk * p.ldo + head * kDk;
   const T* pos_table = static_cast<const T*>(p.pos_table);
   auto pool_row = [&](int pos) {
-    return ((static_cast<int64_t>(table[pos / bs]) * bs + pos % bs) * heads + head) * kDk;
+    return ((static_cast<int64_t>(__ldg(table + pos / bs)) * bs + pos % bs) * heads + head) * kDk;
   };
-  // Starts the copies of the keys [start, start + 32) into the tile, lane j
-  // key start + j: the history's K and V from the pool, the chunk's own from
-  // its projections (the same values the pool receives below), the position
-  // row from the table; zero rows past the last key (never NaN into P V).
-  auto load_tile = [&](int start) {
-    const int pos = start + lane;
-    uint16_t* ks = s.k + lane * S::kRow;
-    uint16_t* ps = s.p + lane * S::kRow;
-    uint16_t* vs = s.v + lane * S::kRow;
-    if (pos >= total) {
+  // Starts the copies of the keys [start, start + 16) into `tile`, lane i
+  // taking 16-byte chunks i, i + 32, ... of the tile's rows (so that a warp's
+  // load reads consecutive chunks of a row, then the next key's): the
+  // history's K and V from the pool, the chunk's own from its projections
+  // (the same values the pool receives below), the position row from the
+  // table; zeros past the last key (never NaN into P V).
+  auto load_tile = [&](S& tile, int start) {
 #pragma unroll
-      for (int v = 0; v < kDk / kVec; ++v) {
-        reinterpret_cast<uint4*>(ks)[v] = make_uint4(0, 0, 0, 0);
-        reinterpret_cast<uint4*>(ps)[v] = make_uint4(0, 0, 0, 0);
-        reinterpret_cast<uint4*>(vs)[v] = make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < kChunks / 2; ++i) {
+      const int idx = lane + 32 * i;
+      const int key = idx / kChunks, e = (idx % kChunks) * kVec;
+      const int pos = start + key;
+      uint16_t* ks = tile.k + key * S::kRow + e;
+      uint16_t* ps = tile.p + key * S::kRow + e;
+      uint16_t* vs = tile.v + key * S::kRow + e;
+      if (pos >= total) {
+        *reinterpret_cast<uint4*>(ks) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(ps) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vs) = make_uint4(0, 0, 0, 0);
+        continue;
       }
-      return;
-    }
-    const T* kg;
-    const T* vg;
-    if (pos < t1) {
-      const int64_t at = pool_row(pos);
-      kg = k_pool + at;
-      vg = v_pool + at;
-    } else {
-      kg = qkv + (pos - t1) * p.ld_qkv + d + head * kDk;
-      vg = kg + d;
-    }
-#pragma unroll
-    for (int v = 0; v < kDk / kVec; ++v) {
-      CopyAsync16(ks + v * kVec, kg + v * kVec);
-      CopyAsync16(vs + v * kVec, vg + v * kVec);
-    }
-    const int64_t abs_pos = first_pos + pos;
-    if (abs_pos < p.pos_rows) {
-      const T* pg = pos_table + abs_pos * d + head * kDk;
-#pragma unroll
-      for (int v = 0; v < kDk / kVec; ++v) CopyAsync16(ps + v * kVec, pg + v * kVec);
-    } else {
-      for (int e = 0; e < kDk; ++e) {
-        ps[e] = Bits(cuda::FromFloat<T>(ProjectPosition(p.linear_pos, d, kDk, head, e, abs_pos)));
+      const T* kg;
+      const T* vg;
+      if (pos < t1) {
+        const int64_t at = pool_row(pos);
+        kg = k_pool + at;
+        vg = v_pool + at;
+      } else {
+        kg = qkv + (pos - t1) * p.ld_qkv + d + head * kDk;
+        vg = kg + d;
+      }
+      CopyAsync16(ks, kg + e);
+      CopyAsync16(vs, vg + e);
+      const int64_t abs_pos = first_pos + pos;
+      if (abs_pos < p.pos_rows) {
+        CopyAsync16(ps, pos_table + abs_pos * d + head * kDk + e);
+      } else {
+#pragma unroll 1
+        for (int j = 0; j < kVec; ++j) {
+          ps[j] =
+              Bits(cuda::FromFloat<T>(ProjectPosition(p.linear_pos, d, kDk, head, e + j, abs_pos)));
+        }
       }
     }
   };
-  load_tile(0);
+  // The first two tiles go out before anything else.
+  load_tile(s.stage[0], 0);
+  CommitAsync();
+  if (kKeys < total) load_tile(s.stage[1], kKeys);
+  CommitAsync();
 
-  // The chunk's keys and values into the pool (lane i: frame i, 16 bytes at
-  // a time), and zeros for its output rows past the frames.
-  for (int i = lane; i < c; i += 32) {
-    const int64_t dst = pool_row(t1 + i);
-    const uint4* kq = reinterpret_cast<const uint4*>(qkv + i * p.ld_qkv + d + head * kDk);
-    const uint4* vq = reinterpret_cast<const uint4*>(qkv + i * p.ld_qkv + 2 * d + head * kDk);
-#pragma unroll
-    for (int v = 0; v < kDk / kVec; ++v) {
-      reinterpret_cast<uint4*>(k_pool + dst)[v] = kq[v];
-      reinterpret_cast<uint4*>(v_pool + dst)[v] = vq[v];
-    }
+  // The chunk's keys and values into the pool (lane i: 16-byte chunks i,
+  // i + 32, ... of the frames' rows), and zeros for its output rows past the
+  // frames.
+  for (int idx = lane; idx < c * kChunks; idx += 32) {
+    const int i = idx / kChunks, e = (idx % kChunks) * kVec;
+    const int64_t dst = pool_row(t1 + i) + e;
+    const T* kq = qkv + i * p.ld_qkv + d + head * kDk + e;
+    *reinterpret_cast<uint4*>(k_pool + dst) = *reinterpret_cast<const uint4*>(kq);
+    *reinterpret_cast<uint4*>(v_pool + dst) = *reinterpret_cast<const uint4*>(kq + d);
   }
   for (int idx = lane; idx < (p.chunk - c) * (kDk / 2); idx += 32) {
     const int i = c + idx / (kDk / 2), e = 2 * (idx % (kDk / 2));
@@ -209,10 +224,10 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // Rows g and g + 8.
   const float scale = rsqrtf(static_cast<float>(kDk));
 
-  for (int start = 0; start < total; start += kKeys) {
+  for (int start = 0, tile = 0; start < total; start += kKeys, ++tile) {
     const int n = min(kKeys, total - start);
-    if (start > 0) load_tile(start);
-    WaitAsync();
+    const S& cur = s.stage[tile & 1];
+    WaitAsync<1>();  // This tile's group; the next one's may be in flight.
     __syncwarp();
 
     // Scores for the 4 n-blocks of 8 keys: (q + u) k + (q + v) p.
@@ -223,8 +238,8 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
     for (int kk = 0; kk < kDk / 16; ++kk) {
 #pragma unroll
       for (int nb = 0; nb < kKeys / 8; ++nb) {
-        const uint16_t* kr = s.k + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
-        const uint16_t* pr = s.p + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
+        const uint16_t* kr = cur.k + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
+        const uint16_t* pr = cur.p + (nb * 8 + g) * S::kRow + kk * 16 + t * 2;
         cuda::Mma<T>(sc[nb], qu[kk], Load32(kr), Load32(kr + 8));
         cuda::Mma<T>(sc[nb], qv[kk], Load32(pr), Load32(pr + 8));
       }
@@ -287,12 +302,14 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
 #pragma unroll
       for (int nb2 = 0; nb2 < kOut / 2; ++nb2) {
         uint32_t v[4];
-        LoadMatrixT4(s.v + (kk * 16 + (lane & 15)) * S::kRow + (2 * nb2 + (lane >> 4)) * 8, v);
+        LoadMatrixT4(cur.v + (kk * 16 + (lane & 15)) * S::kRow + (2 * nb2 + (lane >> 4)) * 8, v);
         cuda::Mma<T>(o[2 * nb2], a, v[0], v[1]);
         cuda::Mma<T>(o[2 * nb2 + 1], a, v[2], v[3]);
       }
     }
-    __syncwarp();  // The tiles are reloaded next.
+    __syncwarp();  // Every lane is done with this tile: it takes the one after next.
+    if (start + 2 * kKeys < total) load_tile(s.stage[tile & 1], start + 2 * kKeys);
+    CommitAsync();  // Empty past the last tile: the wait above counts groups.
   }
   const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
 #pragma unroll
