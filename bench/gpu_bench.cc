@@ -451,6 +451,12 @@ int Main(int argc, char** argv) {
                  "CUDA: how the subsampling stem computes its first stage, recompute or "
                  "tensor-cores")
       ->capture_default_str();
+  std::string ffn = "unfused";
+  app.add_option("--ffn", ffn,
+                 "CUDA: the feed-forward modules fused (one kernel each) or unfused (separate "
+                 "ops)")
+      ->check(CLI::IsMember({"fused", "unfused"}))
+      ->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
       ->capture_default_str();
@@ -466,6 +472,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
+  settings.model.fused_feed_forward = ffn == "fused";
   if (search != "greedy" && search != "beam") {
     std::fprintf(stderr, "--search: %s is neither greedy nor beam\n", search.c_str());
     return 2;

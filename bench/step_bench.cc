@@ -155,7 +155,7 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
 int Main(int argc, char** argv) {
   CLI::App app{"oasr-bench-step: one batched chunk step of the streaming encoder for B streams"};
   std::string model_dir = OASR_BUNDLED_MODEL, device = "auto", dtype, batches, modes,
-              stem = "tensor-cores";
+              stem = "tensor-cores", ffn = "unfused";
   int history = 64, reps = 20, threads = 1;
   double peak = 790.0;
   app.add_option("--model-dir", model_dir, "Model directory")->capture_default_str();
@@ -164,6 +164,11 @@ int Main(int argc, char** argv) {
   app.add_option("--stem", stem,
                  "CUDA: how the subsampling stem computes its first stage, recompute or "
                  "tensor-cores")
+      ->capture_default_str();
+  app.add_option("--ffn", ffn,
+                 "CUDA: the feed-forward modules fused (one kernel each) or unfused (separate "
+                 "ops)")
+      ->check(CLI::IsMember({"fused", "unfused"}))
       ->capture_default_str();
   app.add_option(
       "--batches", batches,
@@ -186,6 +191,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
+  options.fused_feed_forward = ffn == "fused";
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   if (modes.empty()) modes = options.device.is_cuda() ? "eager,graph" : "eager";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);
@@ -200,10 +206,10 @@ int Main(int argc, char** argv) {
   const double chunk_s = g.chunk_size * g.FrameShiftMs() / 1000.0;
   std::printf(
       "oasr-bench-step: %d x %d, FFN %d, %d heads, kernel %d, V %d; chunk %d (%.2f s), history %d; "
-      "%s %s, stem %s; %.1f MFLOP per frame\n",
+      "%s %s, stem %s, feed-forward %s; %.1f MFLOP per frame\n",
       c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
       c.output_dim, g.chunk_size, chunk_s, history, model.context().Describe().c_str(),
-      DTypeName(loaded->dtype), stem.c_str(), flops / 1e6);
+      DTypeName(loaded->dtype), stem.c_str(), ffn.c_str(), flops / 1e6);
   std::printf("%8s %6s %12s %16s %14s %10s %8s\n", "B", "mode", "step ms", "real-time streams",
               "frames/s", "TFLOP/s", "% peak");
   for (absl::string_view part : absl::StrSplit(batches, ',')) {

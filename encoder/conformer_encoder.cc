@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "kernels/activation.h"
 #include "kernels/causal_conv.h"
 #include "kernels/cpu_math.h"
+#include "kernels/feed_forward.h"
 #include "kernels/norm.h"
 #include "kernels/rel_pos_attention.h"
 #include "kernels/softmax.h"
@@ -31,6 +33,9 @@ struct Norm {
 struct ConformerEncoder::Layer {
   LinearOp ff_macaron_w1, ff_macaron_w2, ff_w1, ff_w2, qkv, attn_out, pointwise_conv1,
       pointwise_conv2;
+  // Set (and the four ff LinearOps left empty) when the feed-forward modules
+  // run fused (EncoderOptions::fused_feed_forward).
+  std::optional<kernels::FeedForwardOp> fused_ff_macaron, fused_ff;
   Norm norm_ff_macaron, norm_mha, norm_conv, norm_ff, norm_final, conv_norm;
   const float* pos_bias_u = nullptr;
   const float* pos_bias_v = nullptr;
@@ -156,14 +161,29 @@ absl::Status ConformerEncoder::Init() {
   after_norm_scale_ = after.scale;
   after_norm_shift_ = after.shift;
 
+  const int64_t units = c.linear_units;
+  const bool fused_ff = options_.fused_feed_forward && ctx_->is_cuda() &&
+                        kernels::FeedForwardOp::Supported(*ctx_, options_.dtype, d, units);
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const ConformerLayerWeights& lw = w.layers[l];
     Layer& L = layers_[l];
-    OASR_ASSIGN_OR_RETURN(L.ff_macaron_w1, linear(lw.ff_macaron_w1, 1.0f, Activation::kSwish));
-    OASR_ASSIGN_OR_RETURN(L.ff_macaron_w2, linear(lw.ff_macaron_w2, 0.5f, Activation::kNone));
-    OASR_ASSIGN_OR_RETURN(L.ff_w1, linear(lw.ff_w1, 1.0f, Activation::kSwish));
-    OASR_ASSIGN_OR_RETURN(L.ff_w2, linear(lw.ff_w2, 0.5f, Activation::kNone));
+    if (fused_ff) {
+      auto fused = [&](const LinearWeights& w1,
+                       const LinearWeights& w2) -> absl::StatusOr<kernels::FeedForwardOp> {
+        return kernels::FeedForwardOp::Create(
+            w1.weight.data<float>(), w1.bias.empty() ? nullptr : w1.bias.data<float>(),
+            w2.weight.data<float>(), w2.bias.empty() ? nullptr : w2.bias.data<float>(), d, units,
+            0.5f, options_.dtype, *ctx_);
+      };
+      OASR_ASSIGN_OR_RETURN(L.fused_ff_macaron, fused(lw.ff_macaron_w1, lw.ff_macaron_w2));
+      OASR_ASSIGN_OR_RETURN(L.fused_ff, fused(lw.ff_w1, lw.ff_w2));
+    } else {
+      OASR_ASSIGN_OR_RETURN(L.ff_macaron_w1, linear(lw.ff_macaron_w1, 1.0f, Activation::kSwish));
+      OASR_ASSIGN_OR_RETURN(L.ff_macaron_w2, linear(lw.ff_macaron_w2, 0.5f, Activation::kNone));
+      OASR_ASSIGN_OR_RETURN(L.ff_w1, linear(lw.ff_w1, 1.0f, Activation::kSwish));
+      OASR_ASSIGN_OR_RETURN(L.ff_w2, linear(lw.ff_w2, 0.5f, Activation::kNone));
+    }
     OASR_ASSIGN_OR_RETURN(L.qkv, linear(lw.qkv, 1.0f, Activation::kNone));
     OASR_ASSIGN_OR_RETURN(L.attn_out, linear(lw.attn_out, 1.0f, Activation::kNone));
     OASR_ASSIGN_OR_RETURN(L.pointwise_conv1, linear(lw.pointwise_conv1, 1.0f, Activation::kNone));
@@ -272,12 +292,14 @@ ConformerEncoder::Buffers ConformerEncoder::AllocateBuffers(Arena& arena, int ba
   Buffers b;
   b.x = static_cast<float*>(arena.Allocate(m * d * sizeof(float)));
   b.h = arena.Allocate(m * d * es);
-  b.hidden = arena.Allocate(m * static_cast<size_t>(c.linear_units) * es);
+  // The fused feed-forward modules keep their hidden activation on chip.
+  const bool hidden = layers_.empty() || !layers_[0].fused_ff;
+  if (hidden) b.hidden = arena.Allocate(m * static_cast<size_t>(c.linear_units) * es);
   b.qkv = arena.Allocate(m * 3 * d * es);
   b.attn = arena.Allocate(m * d * es);
   b.conv_mid = arena.Allocate(m * 2 * d * es);
   b.conv_out = arena.Allocate(m * d * es);
-  bool ok = b.x && b.h && b.hidden && b.qkv && b.attn && b.conv_mid && b.conv_out;
+  bool ok = b.x && b.h && (b.hidden || !hidden) && b.qkv && b.attn && b.conv_mid && b.conv_out;
   int64_t h = c.WindowFrames(chunk), w = c.input_dim;
   for (size_t i = 0; i < subsampling_.size(); ++i) {
     h = subsampling_[i].OutSize(h);
@@ -447,12 +469,31 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       OASR_RETURN_IF_ERROR(run(w1, buf.h, d, buf.hidden, units, dt, false));
       return run(w2, buf.hidden, units, buf.x, d, DType::kFloat32, true);
     };
+    // The fused module; `final` (or null) is the norm applied to x after it.
+    auto fused_feed_forward = [&](const kernels::FeedForwardOp& op, const Norm& n,
+                                  const Norm* final) {
+      kernels::FeedForwardArgs a;
+      a.x = buf.x;
+      a.ldx = d;
+      a.m = m;
+      a.norm_scale = n.scale;
+      a.norm_shift = n.shift;
+      if (final != nullptr) {
+        a.final_scale = final->scale;
+        a.final_shift = final->shift;
+      }
+      return op.Run(ctx, a);
+    };
     const size_t es = DTypeSize(dt);
     const size_t pool_layer = static_cast<size_t>(kv.num_blocks) * kv.block_size * d * es;
     const size_t state_layer = static_cast<size_t>(conv.num_slots * k1 * d) * es;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
-      OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff_macaron, L.ff_macaron_w1, L.ff_macaron_w2));
+      if (L.fused_ff_macaron) {
+        OASR_RETURN_IF_ERROR(fused_feed_forward(*L.fused_ff_macaron, L.norm_ff_macaron, nullptr));
+      } else {
+        OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff_macaron, L.ff_macaron_w1, L.ff_macaron_w2));
+      }
 
       OASR_RETURN_IF_ERROR(norm(L.norm_mha, buf.h, dt));
       OASR_RETURN_IF_ERROR(run(L.qkv, buf.h, d, buf.qkv, 3 * d, dt, false));
@@ -517,8 +558,12 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       OASR_RETURN_IF_ERROR(
           run(L.pointwise_conv2, buf.conv_out, d, buf.x, d, DType::kFloat32, true));
 
-      OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff, L.ff_w1, L.ff_w2));
-      OASR_RETURN_IF_ERROR(norm(L.norm_final, buf.x, DType::kFloat32));
+      if (L.fused_ff) {
+        OASR_RETURN_IF_ERROR(fused_feed_forward(*L.fused_ff, L.norm_ff, &L.norm_final));
+      } else {
+        OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff, L.ff_w1, L.ff_w2));
+        OASR_RETURN_IF_ERROR(norm(L.norm_final, buf.x, DType::kFloat32));
+      }
     }
     (void)w;
     OASR_RETURN_IF_ERROR(norm(Norm{after_norm_scale_, after_norm_shift_}, buf.h, dt));

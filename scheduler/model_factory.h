@@ -33,6 +33,9 @@ struct ModelOptions {
   // CUDA: how the subsampling stem computes its first stage
   // (encoder::EncoderOptions::stem).
   kernels::StemKernel stem = kernels::StemKernel::kTensorCores;
+  // CUDA: the feed-forward modules as one kernel each
+  // (encoder::EncoderOptions::fused_feed_forward).
+  bool fused_feed_forward = false;
 
   // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock, and
   // `decoder.min_word_confidence` by min_word_confidence when set, else the

@@ -58,7 +58,8 @@ inline void EnsureWorkspace(ConformerEncoder& encoder, int batch, int chunk) {
 // An encoder on TestDevice() computing in `dtype`.
 inline absl::StatusOr<CpuEncoder> MakeTestEncoder(
     const ConformerModel* model, int threads = 1, int64_t max_table_positions = 16384,
-    DType dtype = DType::kFloat32, kernels::StemKernel stem = EncoderOptions{}.stem) {
+    DType dtype = DType::kFloat32, kernels::StemKernel stem = EncoderOptions{}.stem,
+    bool fused_feed_forward = EncoderOptions{}.fused_feed_forward) {
   ExecutionContextOptions o;
   o.cpu_threads = threads;
   o.device = TestDevice();
@@ -68,6 +69,7 @@ inline absl::StatusOr<CpuEncoder> MakeTestEncoder(
   options.max_table_positions = max_table_positions;
   options.dtype = dtype;
   options.stem = stem;
+  options.fused_feed_forward = fused_feed_forward;
   absl::StatusOr<std::unique_ptr<ConformerEncoder>> enc =
       ConformerEncoder::Create(model, ctx->get(), options);
   if (!enc.ok()) return enc.status();

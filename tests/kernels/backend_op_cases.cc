@@ -14,6 +14,7 @@
 #include "kernels/activation.h"
 #include "kernels/causal_conv.h"
 #include "kernels/conv2d.h"
+#include "kernels/feed_forward.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rel_pos_attention.h"
@@ -354,6 +355,118 @@ OpCase LayerNormCase(int64_t rows, int64_t d, bool residual, bool f32_out) {
     return ref;
   };
   c.bytes = rows * d * (4.0 + (f32_out ? 4 : 2) + (residual ? 6 : 0));
+  return c;
+}
+
+// --- the fused feed-forward module --------------------------------------------
+
+// x (m rows of d at stride ldx, plus 3 rows past m that must not change) +=
+// 0.5 (swish(LN(x) W1^T + b1) W2^T + b2), then the final norm if asked.
+OpCase FeedForwardCase(int64_t m, int64_t units, bool final_norm, int block_rows,
+                       int64_t ldx = 256) {
+  constexpr int64_t d = 256;
+  const int64_t rows_alloc = m + 3;
+  OpCase c;
+  c.op = "feed_forward";
+  c.name = absl::StrCat(m, "x", d, " units ", units, final_norm ? " +final norm" : "",
+                        block_rows ? absl::StrCat(" block ", block_rows) : "",
+                        ldx != d ? absl::StrCat(" ldx ", ldx) : "");
+  c.inputs = [=](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<float> x = Random(rng, rows_alloc * ldx, 2.0f);
+    for (int64_t r = 0; r < rows_alloc; ++r) {
+      for (int64_t i = 0; i < d; ++i) x[r * ldx + i] += 0.3f * static_cast<float>(r % 7);
+    }
+    auto around_one = [&](int64_t n) {
+      std::vector<float> s = Random(rng, n, 0.2f);
+      for (float& v : s) v += 1.0f;
+      return s;
+    };
+    return Values{{"x", x},
+                  {"w1", Random(rng, units * d, 1.0f / std::sqrt(static_cast<float>(d)))},
+                  {"b1", Random(rng, units, 0.5f)},
+                  {"w2", Random(rng, d * units, 1.0f / std::sqrt(static_cast<float>(units)))},
+                  {"b2", Random(rng, d, 0.5f)},
+                  {"scale", around_one(d)},
+                  {"shift", Random(rng, d, 0.1f)},
+                  {"final_scale", around_one(d)},
+                  {"final_shift", Random(rng, d, 0.1f)}};
+  };
+  c.low = {"w1", "w2"};
+  c.supported = [=](const Backend& be) {
+    return FeedForwardOp::Supported(*be.ctx, be.dtype, d, units);
+  };
+  c.make = [=](const Backend& be, const Values& v) -> absl::StatusOr<std::unique_ptr<OpInstance>> {
+    auto inst = std::make_unique<Instance>(be);
+    auto op = std::make_shared<FeedForwardOp>();
+    OASR_ASSIGN_OR_RETURN(
+        *op, FeedForwardOp::Create(v.at("w1").data(), v.at("b1").data(), v.at("w2").data(),
+                                   v.at("b2").data(), d, units, 0.5f, be.dtype, *be.ctx));
+    for (const char* name : {"scale", "shift", "final_scale", "final_shift"}) {
+      OASR_RETURN_IF_ERROR(inst->Add(name, v.at(name), DType::kFloat32));
+    }
+    OASR_RETURN_IF_ERROR(inst->AddOutput("x", rows_alloc * ldx, DType::kFloat32));
+    Instance* raw = inst.get();
+    const std::vector<float> x0 = v.at("x");
+    inst->run = [=](bool restore) {
+      if (restore) {  // The op updates x in place: its input first.
+        OASR_ASSIGN_OR_RETURN(Buf fresh, Upload(*be.ctx, x0, DType::kFloat32));
+        OASR_RETURN_IF_ERROR(CopyTensor(raw->bufs.at("x").t.view(), fresh.t.view()));
+      }
+      FeedForwardArgs a;
+      a.x = raw->f32("x");
+      a.ldx = ldx;
+      a.m = m;
+      a.norm_scale = raw->f32("scale");
+      a.norm_shift = raw->f32("shift");
+      if (final_norm) {
+        a.final_scale = raw->f32("final_scale");
+        a.final_shift = raw->f32("final_shift");
+      }
+      a.block_rows = block_rows;
+      return op->Run(*be.ctx, a);
+    };
+    return std::unique_ptr<OpInstance>(std::move(inst));
+  };
+  c.reference = [=](const Values& v) {
+    const auto& x0 = v.at("x");
+    const auto& w1 = v.at("w1");
+    const auto& w2 = v.at("w2");
+    std::vector<double> x = ToDouble(x0);  // Padding columns and rows past m stay.
+    auto norm = [&](double* row, const std::vector<float>& scale, const std::vector<float>& shift,
+                    double* out) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < d; ++i) mean += row[i];
+      mean /= d;
+      for (int64_t i = 0; i < d; ++i) var += (row[i] - mean) * (row[i] - mean);
+      const double inv = 1.0 / std::sqrt(var / d + 1e-5);
+      for (int64_t i = 0; i < d; ++i) out[i] = (row[i] - mean) * inv * scale[i] + shift[i];
+    };
+    std::vector<double> xn(d), h(units);
+    for (int64_t r = 0; r < m; ++r) {
+      double* row = x.data() + r * ldx;
+      norm(row, v.at("scale"), v.at("shift"), xn.data());
+      for (int64_t u = 0; u < units; ++u) {
+        double acc = v.at("b1")[u];
+        for (int64_t i = 0; i < d; ++i) acc += xn[i] * w1[u * d + i];
+        h[u] = acc * Sigmoid(acc);
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        double acc = v.at("b2")[i];
+        for (int64_t u = 0; u < units; ++u) acc += h[u] * w2[i * units + u];
+        row[i] += 0.5 * acc;
+      }
+      if (final_norm) norm(row, v.at("final_scale"), v.at("final_shift"), row);
+    }
+    return Reference{{"x", x}};
+  };
+  c.fp32_tolerance = 1e-4;  // Sums of 1,024 products in float32.
+  // 16-bit: the normalised rows and swish(...) are rounded to the dtype
+  // before each product, as on the unfused path (a simulation of the
+  // roundings put their error at ~0.1 of twice the plain one).
+  c.low_tolerance = 2e-3;
+  c.flops = 4.0 * m * d * units;
+  c.bytes = 8.0 * m * d + 4.0 * d * units;
   return c;
 }
 
@@ -757,6 +870,13 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LayerNormCase(1000, 256, false, true));
   cases.push_back(LayerNormCase(77, 80, true, false));
   cases.push_back(LayerNormCase(5, 1024, true, true));
+  // The feed-forward module: one row, both block heights with a partial last
+  // block, the final norm, a row stride past d, two hidden slices.
+  cases.push_back(FeedForwardCase(1, 1024, false, 0));
+  cases.push_back(FeedForwardCase(77, 1024, true, 64));
+  cases.push_back(FeedForwardCase(300, 1024, false, 128, 260));
+  cases.push_back(FeedForwardCase(200, 128, true, 128));
+  cases.push_back(FeedForwardCase(130, 256, false, 0, 264));
   // Element-wise.
   cases.push_back(ActivationCase(1, 1024, 1024, A::kSwish));
   cases.push_back(ActivationCase(300, 1000, 1024, A::kSwish));

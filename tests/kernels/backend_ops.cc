@@ -52,6 +52,7 @@ std::vector<Backend> AvailableBackends(bool include_cpu) {
 
 absl::Status Check(const OpCase& c, const Backend& b, uint64_t seed) {
   if (c.cuda_only && !b.ctx->is_cuda()) return absl::OkStatus();
+  if (c.supported && !c.supported(b)) return absl::OkStatus();
   Values in = c.inputs(seed);
   for (const std::string& name : c.low) {
     for (float& v : in.at(name)) v = RoundTo(b.dtype, v);
@@ -75,9 +76,12 @@ absl::Status Check(const OpCase& c, const Backend& b, uint64_t seed) {
           std::max(plain_err, std::abs(RoundTo(b.dtype, static_cast<float>(ref[i])) - ref[i]));
     }
     // float32: the op's relative tolerance; 16-bit: twice the plain reference's
-    // error, plus what float32 arithmetic alone may add.
-    const double bound = (b.dtype == DType::kFloat32 ? 0.0 : 2.0 * plain_err) +
-                         c.fp32_tolerance * std::max(largest, 1e-30);
+    // error, plus what float32 arithmetic alone may add and the op's own 16-bit
+    // allowance.
+    const bool low = b.dtype != DType::kFloat32;
+    const double bound =
+        (low ? 2.0 * plain_err : 0.0) +
+        (c.fp32_tolerance + (low ? c.low_tolerance : 0.0)) * std::max(largest, 1e-30);
     for (size_t i = 0; i < ref.size(); ++i) {
       const double err = std::abs(static_cast<double>(g[i]) - ref[i]);
       if (!(err <= bound)) {  // NaN (an unwritten element) fails too.
@@ -92,6 +96,7 @@ absl::Status Check(const OpCase& c, const Backend& b, uint64_t seed) {
 
 absl::StatusOr<double> Time(const OpCase& c, const Backend& b, int reps) {
   if (c.cuda_only && !b.ctx->is_cuda()) return absl::UnimplementedError("CUDA only");
+  if (c.supported && !c.supported(b)) return absl::UnimplementedError("not on this backend");
   Values in = c.inputs(1);
   OASR_ASSIGN_OR_RETURN(std::unique_ptr<OpInstance> inst, c.make(b, in));
   for (int i = 0; i < 3; ++i) OASR_RETURN_IF_ERROR(inst->Run(false));

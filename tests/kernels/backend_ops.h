@@ -63,9 +63,14 @@ struct OpCase {
   std::function<absl::StatusOr<std::unique_ptr<OpInstance>>(const Backend&, const Values&)> make;
   std::function<Reference(const Values&)> reference;
   double fp32_tolerance = 1e-5;  // Relative to the reference's largest magnitude.
-  bool cuda_only = false;        // A fusion only the CUDA backend has.
-  double flops = 0;              // Per run, for the perf mode.
-  double bytes = 0;              // Fewest bytes a run moves, for the perf mode.
+  // 16-bit backends: added to their bound, relative likewise (ops that round
+  // intermediates to the dtype).
+  double low_tolerance = 0;
+  bool cuda_only = false;  // A fusion only the CUDA backend has.
+  // Optional: the backends the op runs on (the rest skip the case).
+  std::function<bool(const Backend&)> supported;
+  double flops = 0;  // Per run, for the perf mode.
+  double bytes = 0;  // Fewest bytes a run moves, for the perf mode.
 };
 
 // The whole table.
