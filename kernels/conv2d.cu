@@ -121,19 +121,6 @@ __global__ void FusedStemKernel(FusedStemParams p, int64_t h2, int64_t w2) {
 constexpr int kStemThreads = 256;
 
 template <typename Out>
-__device__ __forceinline__ uint32_t PackPair(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-template <typename Out>
 __global__ void __launch_bounds__(kStemThreads)
     FusedStemVecKernel(FusedStemParams p, int64_t h2, int64_t w2) {
   extern __shared__ float x[];  // [rows_needed][w]
@@ -175,7 +162,7 @@ __global__ void __launch_bounds__(kStemThreads)
           v0 = fmaf(w[j][k], in[k], v0);
           v1 = fmaf(w[j + 1][k], in[k], v1);
         }
-        packed[j / 2] = PackPair<Out>(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
+        packed[j / 2] = cuda::PackPair<Out>(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
       }
       *reinterpret_cast<uint4*>(base + f2 * p.ld + static_cast<int64_t>(ab) * p.c1) =
           make_uint4(packed[0], packed[1], packed[2], packed[3]);
@@ -333,11 +320,11 @@ __global__ void __launch_bounds__(kStemMmaThreads, 2)
         cuda::Mma<__half>(d, a[1], b.z, b.w);
         if (pos[0] < g.positions) {
           *reinterpret_cast<uint32_t*>(s1 + pos[0] * g.stride + ch) =
-              PackPair<Out>(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
+              cuda::PackPair<Out>(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
         }
         if (pos[1] < g.positions) {
           *reinterpret_cast<uint32_t*>(s1 + pos[1] * g.stride + ch) =
-              PackPair<Out>(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
+              cuda::PackPair<Out>(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
         }
       }
     }

@@ -66,6 +66,51 @@ __device__ __forceinline__ void Mma(float* d, const uint32_t* a, uint32_t b0, ui
   }
 }
 
+// Two floats rounded to T (__nv_bfloat16 or __half) in one 32-bit word, lo
+// in the low half: an mma operand pair or one 4-byte store.
+template <typename T>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 16 bytes from global to shared memory without a register (sm_80+).
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* global) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(global));
+}
+__device__ __forceinline__ void CommitAsync() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Until at most `kPending` of this thread's newest groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void WaitAsync() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 tiles of 16-bit elements from shared memory (ldmatrix): lane i
+// gives the address of row i % 8 of tile i / 8; r[j] is tile j's fragment.
+__device__ __forceinline__ void LoadMatrix4(const uint16_t* row, uint32_t* r) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// The same, each tile transposed.
+__device__ __forceinline__ void LoadMatrixT4(const uint16_t* row, uint32_t* r) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
 inline int Blocks(int64_t work, int threads, int cap = 65535 * 8) {
   const int64_t b = (work + threads - 1) / threads;
   return static_cast<int>(b < 1 ? 1 : (b > cap ? cap : b));

@@ -4,7 +4,10 @@
 namespace oasr::kernels {
 namespace {
 
+using cuda::CommitAsync;
+using cuda::CopyAsync16;
 using cuda::FromFloat;
+using cuda::LoadMatrix4;
 using cuda::ToFloat;
 
 constexpr int kD = 256;        // d_model the kernel is built for.
@@ -31,32 +34,6 @@ struct Layout {
   static constexpr size_t kTotal = kFront + kX + kH;
 };
 static_assert(Layout<128>::kTotal <= 227 * 1024, "shared memory of the 128-row block");
-
-__device__ __forceinline__ void CopyAsync16(void* smem, const void* global) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(global));
-}
-__device__ __forceinline__ void CommitAsync() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void WaitAllAsync() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-// Four 8x8 tiles of 16-bit elements: lane i gives the address of row i % 8
-// of tile i / 8.
-__device__ __forceinline__ void LoadMatrix4(const uint16_t* row, uint32_t* r) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-  const T l = FromFloat<T>(lo), h = FromFloat<T>(hi);
-  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&l)) |
-         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&h)) << 16);
-}
 
 // swish of the value as the unfused path sees it: rounded to T first (the
 // GEMM's output), the result rounded again.
@@ -138,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1) FeedForwardKernel(FeedForwardPara
         o[j] = (v[j] - mean) * inv * p.norm_scale[c] + p.norm_shift[c];
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) packed[j] = Pack<T>(o[2 * j], o[2 * j + 1]);
+      for (int j = 0; j < 4; ++j) packed[j] = cuda::PackPair<T>(o[2 * j], o[2 * j + 1]);
     }
     *reinterpret_cast<uint2*>(xs + r * kXStride + 4 * lane) = make_uint2(packed[0], packed[1]);
     *reinterpret_cast<uint2*>(xs + r * kXStride + 128 + 4 * lane) =
@@ -165,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) FeedForwardKernel(FeedForwardPara
 
   for (int c = 0; c < chunks; ++c) {
     const int buf = c & 1;
-    WaitAllAsync();
+    cuda::WaitAsync<0>();
     __syncthreads();  // Slice c (and xs) visible; slice c - 1 and hs no longer read.
     if (c + 1 < chunks) load_slice(c + 1, buf ^ 1);
     const uint16_t* w1c = w1s + buf * kChunk * kW1Stride;
@@ -208,9 +185,9 @@ __global__ void __launch_bounds__(kThreads, 1) FeedForwardKernel(FeedForwardPara
       for (int mt = 0; mt < kHM; ++mt) {
         const int r = h_row + mt * 16 + gid;
         *reinterpret_cast<uint32_t*>(hs + r * kHStride + col) =
-            Pack<T>(Swish<T>(h[mt][nt][0] + bias.x), Swish<T>(h[mt][nt][1] + bias.y));
+            cuda::PackPair<T>(Swish<T>(h[mt][nt][0] + bias.x), Swish<T>(h[mt][nt][1] + bias.y));
         *reinterpret_cast<uint32_t*>(hs + (r + 8) * kHStride + col) =
-            Pack<T>(Swish<T>(h[mt][nt][2] + bias.x), Swish<T>(h[mt][nt][3] + bias.y));
+            cuda::PackPair<T>(Swish<T>(h[mt][nt][2] + bias.x), Swish<T>(h[mt][nt][3] + bias.y));
       }
     }
     __syncthreads();  // hs complete.

@@ -64,11 +64,6 @@ template <typename T>
 __device__ __forceinline__ uint16_t Bits(T x) {
   return *reinterpret_cast<uint16_t*>(&x);
 }
-template <typename T>
-__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-  return static_cast<uint32_t>(Bits(cuda::FromFloat<T>(lo))) |
-         (static_cast<uint32_t>(Bits(cuda::FromFloat<T>(hi))) << 16);
-}
 __device__ __forceinline__ uint32_t Load32(const uint16_t* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
@@ -78,29 +73,6 @@ __device__ __forceinline__ float2 Unpack(uint32_t v) {
   *reinterpret_cast<uint16_t*>(&lo) = static_cast<uint16_t>(v & 0xffffu);
   *reinterpret_cast<uint16_t*>(&hi) = static_cast<uint16_t>(v >> 16);
   return make_float2(cuda::ToFloat(lo), cuda::ToFloat(hi));
-}
-
-// 16 bytes from global to shared memory without a register (sm_80+).
-__device__ __forceinline__ void CopyAsync16(void* smem, const void* global) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(global));
-}
-__device__ __forceinline__ void CommitAsync() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Until at most `kPending` of this thread's newest groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void WaitAsync() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Four 8x8 tiles of 16-bit elements, transposed: lane i gives the address of
-// row i % 8 of tile i / 8.
-__device__ __forceinline__ void LoadMatrixT4(const uint16_t* row, uint32_t* r) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
 }
 
 template <typename T, int kDk>
@@ -157,11 +129,11 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
         kg = qkv + (pos - t1) * p.ld_qkv + d + head * kDk;
         vg = kg + d;
       }
-      CopyAsync16(ks, kg + e);
-      CopyAsync16(vs, vg + e);
+      cuda::CopyAsync16(ks, kg + e);
+      cuda::CopyAsync16(vs, vg + e);
       const int64_t abs_pos = first_pos + pos;
       if (abs_pos < p.pos_rows) {
-        CopyAsync16(ps, pos_table + abs_pos * d + head * kDk + e);
+        cuda::CopyAsync16(ps, pos_table + abs_pos * d + head * kDk + e);
       } else {
 #pragma unroll 1
         for (int j = 0; j < kVec; ++j) {
@@ -173,9 +145,9 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   };
   // The first two tiles go out before anything else.
   load_tile(s.stage[0], 0);
-  CommitAsync();
+  cuda::CommitAsync();
   if (kKeys < total) load_tile(s.stage[1], kKeys);
-  CommitAsync();
+  cuda::CommitAsync();
 
   // The chunk's keys and values into the pool (lane i: 16-byte chunks i,
   // i + 32, ... of the frames' rows), and zeros for its output rows past the
@@ -211,8 +183,8 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
                     : make_float2(0.0f, 0.0f);
         const float2 u = *reinterpret_cast<const float2*>(bu + col);
         const float2 w = *reinterpret_cast<const float2*>(bv + col);
-        qu[kk][r] = Pack<T>(x.x + u.x, x.y + u.y);
-        qv[kk][r] = Pack<T>(x.x + w.x, x.y + w.y);
+        qu[kk][r] = cuda::PackPair<T>(x.x + u.x, x.y + u.y);
+        qv[kk][r] = cuda::PackPair<T>(x.x + w.x, x.y + w.y);
       }
     }
   }
@@ -227,7 +199,7 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   for (int start = 0, tile = 0; start < total; start += kKeys, ++tile) {
     const int n = min(kKeys, total - start);
     const S& cur = s.stage[tile & 1];
-    WaitAsync<1>();  // This tile's group; the next one's may be in flight.
+    cuda::WaitAsync<1>();  // This tile's group; the next one's may be in flight.
     __syncwarp();
 
     // Scores for the 4 n-blocks of 8 keys: (q + u) k + (q + v) p.
@@ -295,21 +267,22 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       uint32_t a[4];
-      a[0] = Pack<T>(sc[2 * kk][0], sc[2 * kk][1]);
-      a[1] = Pack<T>(sc[2 * kk][2], sc[2 * kk][3]);
-      a[2] = Pack<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-      a[3] = Pack<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+      a[0] = cuda::PackPair<T>(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = cuda::PackPair<T>(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = cuda::PackPair<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = cuda::PackPair<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
       for (int nb2 = 0; nb2 < kOut / 2; ++nb2) {
         uint32_t v[4];
-        LoadMatrixT4(cur.v + (kk * 16 + (lane & 15)) * S::kRow + (2 * nb2 + (lane >> 4)) * 8, v);
+        cuda::LoadMatrixT4(cur.v + (kk * 16 + (lane & 15)) * S::kRow + (2 * nb2 + (lane >> 4)) * 8,
+                           v);
         cuda::Mma<T>(o[2 * nb2], a, v[0], v[1]);
         cuda::Mma<T>(o[2 * nb2 + 1], a, v[2], v[3]);
       }
     }
     __syncwarp();  // Every lane is done with this tile: it takes the one after next.
     if (start + 2 * kKeys < total) load_tile(s.stage[tile & 1], start + 2 * kKeys);
-    CommitAsync();  // Empty past the last tile: the wait above counts groups.
+    cuda::CommitAsync();  // Empty past the last tile: the wait above counts groups.
   }
   const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
 #pragma unroll
@@ -317,11 +290,11 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
     const int col = nb * 8 + t * 2;
     if (g < c) {
       *reinterpret_cast<uint32_t*>(out + g * p.ldo + col) =
-          Pack<T>(o[nb][0] * inv0, o[nb][1] * inv0);
+          cuda::PackPair<T>(o[nb][0] * inv0, o[nb][1] * inv0);
     }
     if (g + 8 < c) {
       *reinterpret_cast<uint32_t*>(out + (g + 8) * p.ldo + col) =
-          Pack<T>(o[nb][2] * inv1, o[nb][3] * inv1);
+          cuda::PackPair<T>(o[nb][2] * inv1, o[nb][3] * inv1);
     }
   }
 }

@@ -140,80 +140,66 @@ TEST_P(GoldenParityTest, HalfPrecisionStaysClose) {
   CheckCase(FindCase(GetParam()), 1, 16384, DType::kFloat16, 0.5f);
 }
 
-// The subsampling stem with its first stage on the tensor cores
-// (kernels::StemKernel::kTensorCores) against the recompute, both in 16 bits
-// on the same streams: stage 1 is float32-accurate either way, so the
-// log-probs differ only where a stage-1 value rounds the other way. (Models
-// whose stem the tensor cores do not take compare the recompute with itself.)
-TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
-  OASR_SKIP_WITHOUT_TEST_DEVICE();
-  const nlohmann::json c = FindCase(GetParam());
+// Two 16-bit encoders of case `c` that compute the same maths by different
+// kernels (`make(dtype, variant)` for variant 0 and 1) on the same streams:
+// each run's log-probs within `bound` of each other.
+template <typename Make>
+void ExpectVariantsAgree(const nlohmann::json& c, const char* what, float bound, Make make) {
   auto model = ConformerModel::Load(c["model_dir"].get<std::string>());
   ASSERT_TRUE(model.ok()) << model.status();
   for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-    auto recompute =
-        testing::MakeTestEncoder(model->get(), 1, 16384, dtype, kernels::StemKernel::kRecompute);
-    auto tensor_cores =
-        testing::MakeTestEncoder(model->get(), 1, 16384, dtype, kernels::StemKernel::kTensorCores);
-    ASSERT_TRUE(recompute.ok()) << recompute.status();
-    ASSERT_TRUE(tensor_cores.ok()) << tensor_cores.status();
+    auto base = make(model->get(), dtype, 0);
+    auto other = make(model->get(), dtype, 1);
+    ASSERT_TRUE(base.ok()) << base.status();
+    ASSERT_TRUE(other.ok()) << other.status();
     for (const auto& run : c["runs"]) {
       const int chunk = run["chunk_size"], left = run["num_left_chunks"];
       const int64_t offset = run["start_offset"];
-      const std::vector<float> want =
-          RunAlone(**recompute, **model, NewStream(**model, LoadFeats(c["feats"], **model), offset),
-                   chunk, left);
+      const std::vector<float> want = RunAlone(
+          **base, **model, NewStream(**model, LoadFeats(c["feats"], **model), offset), chunk, left);
       const std::vector<float> got =
-          RunAlone(**tensor_cores, **model,
-                   NewStream(**model, LoadFeats(c["feats"], **model), offset), chunk, left);
+          RunAlone(**other, **model, NewStream(**model, LoadFeats(c["feats"], **model), offset),
+                   chunk, left);
       ASSERT_EQ(got.size(), want.size());
       const float diff = testing::MaxAbsDiff(got.data(), want.data(), got.size());
-      // A wrong patch layout moves log-probs by whole units; a stage-1 value
-      // rounding the other way moves them by thousandths, which 16-bit
-      // storage downstream may grow somewhat.
-      EXPECT_LT(diff, 0.1f) << c["name"] << " " << DTypeName(dtype) << " chunk " << chunk;
-      std::printf(
-          "[ parity ] %-22s tensor-core stem vs recompute %-8s chunk %2d left %2d: "
-          "max |diff| %.3g\n",
-          c["name"].get<std::string>().c_str(), DTypeName(dtype), chunk, left, diff);
+      EXPECT_LT(diff, bound) << c["name"] << " " << what << " " << DTypeName(dtype) << " chunk "
+                             << chunk;
+      std::printf("[ parity ] %-22s %s %-8s chunk %2d left %2d: max |diff| %.3g\n",
+                  c["name"].get<std::string>().c_str(), what, DTypeName(dtype), chunk, left, diff);
     }
   }
 }
 
+// The subsampling stem with its first stage on the tensor cores
+// (kernels::StemKernel::kTensorCores) against the recompute: stage 1 is
+// float32-accurate either way, so the log-probs differ only where a stage-1
+// value rounds the other way. (Models whose stem the tensor cores do not
+// take compare the recompute with itself.) A wrong patch layout moves
+// log-probs by whole units; a stage-1 value rounding the other way moves
+// them by thousandths, which 16-bit storage downstream may grow somewhat.
+TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  ExpectVariantsAgree(FindCase(GetParam()), "tensor-core stem vs recompute", 0.1f,
+                      [](const ConformerModel* model, DType dtype, int variant) {
+                        return testing::MakeTestEncoder(model, 1, 16384, dtype,
+                                                        variant == 0
+                                                            ? kernels::StemKernel::kRecompute
+                                                            : kernels::StemKernel::kTensorCores);
+                      });
+}
+
 // The feed-forward modules as one kernel each (kernels::FeedForwardOp)
-// against the separate ops, both in 16 bits on the same streams: the same
-// roundings, sums in another order. (Models the fused kernel does not take,
-// d_model other than 256, compare the separate ops with themselves.)
+// against the separate ops: the same roundings, sums in another order.
+// (Models the fused kernel does not take, d_model other than 256, compare
+// the separate ops with themselves.) A lost hidden slice or a wrong row
+// moves log-probs by whole units.
 TEST_P(GoldenParityTest, FusedFeedForwardMatchesTheSeparateOps) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
-  const nlohmann::json c = FindCase(GetParam());
-  auto model = ConformerModel::Load(c["model_dir"].get<std::string>());
-  ASSERT_TRUE(model.ok()) << model.status();
-  const kernels::StemKernel stem = EncoderOptions{}.stem;
-  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-    auto separate = testing::MakeTestEncoder(model->get(), 1, 16384, dtype, stem, false);
-    auto fused = testing::MakeTestEncoder(model->get(), 1, 16384, dtype, stem, true);
-    ASSERT_TRUE(separate.ok()) << separate.status();
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    for (const auto& run : c["runs"]) {
-      const int chunk = run["chunk_size"], left = run["num_left_chunks"];
-      const int64_t offset = run["start_offset"];
-      const std::vector<float> want =
-          RunAlone(**separate, **model, NewStream(**model, LoadFeats(c["feats"], **model), offset),
-                   chunk, left);
-      const std::vector<float> got =
-          RunAlone(**fused, **model, NewStream(**model, LoadFeats(c["feats"], **model), offset),
-                   chunk, left);
-      ASSERT_EQ(got.size(), want.size());
-      const float diff = testing::MaxAbsDiff(got.data(), want.data(), got.size());
-      // A lost hidden slice or a wrong row moves log-probs by whole units.
-      EXPECT_LT(diff, 0.1f) << c["name"] << " " << DTypeName(dtype) << " chunk " << chunk;
-      std::printf(
-          "[ parity ] %-22s fused vs separate feed-forward %-8s chunk %2d left %2d: "
-          "max |diff| %.3g\n",
-          c["name"].get<std::string>().c_str(), DTypeName(dtype), chunk, left, diff);
-    }
-  }
+  ExpectVariantsAgree(FindCase(GetParam()), "fused vs separate feed-forward", 0.1f,
+                      [](const ConformerModel* model, DType dtype, int variant) {
+                        return testing::MakeTestEncoder(model, 1, 16384, dtype,
+                                                        EncoderOptions{}.stem, variant == 1);
+                      });
 }
 #endif
 
