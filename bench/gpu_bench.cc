@@ -457,6 +457,12 @@ int Main(int argc, char** argv) {
                  "ops)")
       ->check(CLI::IsMember({"fused", "unfused"}))
       ->capture_default_str();
+  std::string gemm = "auto";
+  app.add_option("--gemm", gemm,
+                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel, or auto "
+                 "(wgmma for those with swish)")
+      ->check(CLI::IsMember({"auto", "cublas", "wgmma"}))
+      ->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
       ->capture_default_str();
@@ -473,6 +479,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   settings.model.fused_feed_forward = ffn == "fused";
+  settings.model.gemm = gemm == "cublas"  ? kernels::GemmKernel::kCublas
+                        : gemm == "wgmma" ? kernels::GemmKernel::kWgmma
+                                          : kernels::GemmKernel::kAuto;
   if (search != "greedy" && search != "beam") {
     std::fprintf(stderr, "--search: %s is neither greedy nor beam\n", search.c_str());
     return 2;

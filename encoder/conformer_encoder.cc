@@ -118,6 +118,7 @@ absl::Status ConformerEncoder::Init() {
     o.dtype = options_.dtype;
     o.scale = scale;
     o.activation = act;
+    o.gemm = options_.gemm;
     return LinearOp::Create(lw.weight.data<float>(),
                             lw.bias.empty() ? nullptr : lw.bias.data<float>(), lw.weight.dim(0),
                             lw.weight.dim(1), o, *ctx_);
@@ -213,6 +214,13 @@ absl::Status ConformerEncoder::Init() {
       }
     }
     OASR_ASSIGN_OR_RETURN(L.glu0, Upload(L.host_glu0.data(), d));
+  }
+  // The residual products' epilogues take the norms after them when every
+  // one of them can.
+  fused_norms_ = !layers_.empty() && !fused_ff;
+  for (const Layer& L : layers_) {
+    fused_norms_ = fused_norms_ && L.ff_macaron_w2.FusesNorms() && L.attn_out.FusesNorms() &&
+                   L.pointwise_conv2.FusesNorms() && L.ff_w2.FusesNorms();
   }
   return BuildPositionTable();
 }
@@ -464,10 +472,41 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       p.d = d;
       return kernels::LayerNorm(ctx, p);
     };
-    auto feed_forward = [&](const Norm& n, const LinearOp& w1, const LinearOp& w2) -> absl::Status {
-      OASR_RETURN_IF_ERROR(norm(n, buf.h, dt));
+    // x += op(in); with fused norms, also buf.h = next(x) after x =
+    // final(x) when given, in the product's epilogue; without, the norms as
+    // passes of their own.
+    auto residual = [&](const LinearOp& op, const void* in, int64_t ld_in, const Norm* final,
+                        const Norm* next) -> absl::Status {
+      if (!fused_norms_) {
+        OASR_RETURN_IF_ERROR(run(op, in, ld_in, buf.x, d, DType::kFloat32, true));
+        if (final != nullptr) OASR_RETURN_IF_ERROR(norm(*final, buf.x, DType::kFloat32));
+        return next != nullptr ? norm(*next, buf.h, dt) : absl::OkStatus();
+      }
+      LinearArgs a;
+      a.x = in;
+      a.ldx = ld_in;
+      a.y = buf.x;
+      a.ldy = d;
+      a.y_dtype = DType::kFloat32;
+      a.m = m;
+      a.accumulate = true;
+      if (final != nullptr) {
+        a.y_norm_scale = final->scale;
+        a.y_norm_shift = final->shift;
+      }
+      if (next != nullptr) {
+        a.out_norm_scale = next->scale;
+        a.out_norm_shift = next->shift;
+        a.norm_out = buf.h;
+        a.ld_norm_out = d;
+      }
+      return op.Run(ctx, a);
+    };
+    // The feed-forward module; its input norm is already in buf.h.
+    auto feed_forward = [&](const LinearOp& w1, const LinearOp& w2, const Norm* final,
+                            const Norm* next) -> absl::Status {
       OASR_RETURN_IF_ERROR(run(w1, buf.h, d, buf.hidden, units, dt, false));
-      return run(w2, buf.hidden, units, buf.x, d, DType::kFloat32, true);
+      return residual(w2, buf.hidden, units, final, next);
     };
     // The fused module; `final` (or null) is the norm applied to x after it.
     auto fused_feed_forward = [&](const kernels::FeedForwardOp& op, const Norm& n,
@@ -487,15 +526,24 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
     const size_t es = DTypeSize(dt);
     const size_t pool_layer = static_cast<size_t>(kv.num_blocks) * kv.block_size * d * es;
     const size_t state_layer = static_cast<size_t>(conv.num_slots * k1 * d) * es;
+    const Norm after_norm{after_norm_scale_, after_norm_shift_};
+    // Each residual product leaves the next module's input norm in buf.h
+    // (in its epilogue when fused_norms_); the fused feed-forward modules
+    // norm x themselves.
+    if (!layers_.empty() && !layers_[0].fused_ff_macaron) {
+      OASR_RETURN_IF_ERROR(norm(layers_[0].norm_ff_macaron, buf.h, dt));
+    }
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
+      const Norm& next_layer_norm =
+          l + 1 < layers_.size() ? layers_[l + 1].norm_ff_macaron : after_norm;
       if (L.fused_ff_macaron) {
         OASR_RETURN_IF_ERROR(fused_feed_forward(*L.fused_ff_macaron, L.norm_ff_macaron, nullptr));
+        OASR_RETURN_IF_ERROR(norm(L.norm_mha, buf.h, dt));
       } else {
-        OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff_macaron, L.ff_macaron_w1, L.ff_macaron_w2));
+        OASR_RETURN_IF_ERROR(feed_forward(L.ff_macaron_w1, L.ff_macaron_w2, nullptr, &L.norm_mha));
       }
 
-      OASR_RETURN_IF_ERROR(norm(L.norm_mha, buf.h, dt));
       OASR_RETURN_IF_ERROR(run(L.qkv, buf.h, d, buf.qkv, 3 * d, dt, false));
       kernels::PagedAttentionParams ap;
       ap.qkv = buf.qkv;
@@ -530,9 +578,7 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       ap.heads = static_cast<int>(heads);
       ap.d_k = static_cast<int>(dk);
       OASR_RETURN_IF_ERROR(kernels::PagedAttention(ctx, ap));
-      OASR_RETURN_IF_ERROR(run(L.attn_out, buf.attn, d, buf.x, d, DType::kFloat32, true));
-
-      OASR_RETURN_IF_ERROR(norm(L.norm_conv, buf.h, dt));
+      OASR_RETURN_IF_ERROR(residual(L.attn_out, buf.attn, d, nullptr, &L.norm_conv));
       OASR_RETURN_IF_ERROR(run(L.pointwise_conv1, buf.h, d, buf.conv_mid, 2 * d, dt, false));
       kernels::CausalConvParams cp;
       cp.in = buf.conv_mid;
@@ -555,18 +601,17 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       cp.d = static_cast<int>(d);
       cp.kernel = static_cast<int>(k1 + 1);
       OASR_RETURN_IF_ERROR(kernels::CausalConv(ctx, cp));
-      OASR_RETURN_IF_ERROR(
-          run(L.pointwise_conv2, buf.conv_out, d, buf.x, d, DType::kFloat32, true));
+      OASR_RETURN_IF_ERROR(residual(L.pointwise_conv2, buf.conv_out, d, nullptr,
+                                    L.fused_ff ? nullptr : &L.norm_ff));
 
       if (L.fused_ff) {
         OASR_RETURN_IF_ERROR(fused_feed_forward(*L.fused_ff, L.norm_ff, &L.norm_final));
+        if (l + 1 == layers_.size()) OASR_RETURN_IF_ERROR(norm(after_norm, buf.h, dt));
       } else {
-        OASR_RETURN_IF_ERROR(feed_forward(L.norm_ff, L.ff_w1, L.ff_w2));
-        OASR_RETURN_IF_ERROR(norm(L.norm_final, buf.x, DType::kFloat32));
+        OASR_RETURN_IF_ERROR(feed_forward(L.ff_w1, L.ff_w2, &L.norm_final, &next_layer_norm));
       }
     }
     (void)w;
-    OASR_RETURN_IF_ERROR(norm(Norm{after_norm_scale_, after_norm_shift_}, buf.h, dt));
     if (encoder_out != nullptr) {
       kernels::CastParams cast;
       cast.in = buf.h;

@@ -48,6 +48,10 @@ struct EncoderOptions {
   // loop makes the chunk step 16 % slower than cuBLASLt's products with the
   // separate passes (12.4 against 14.5 ms at B = 2048 on an H100).
   bool fused_feed_forward = false;
+  // CUDA, 16-bit: which kernel computes the products (kernels::GemmKernel):
+  // by default the wgmma kernel for those with swish on Hopper, cuBLASLt for
+  // the rest.
+  kernels::GemmKernel gemm = kernels::GemmKernel::kAuto;
 
   // Ranges: max_table_positions in [256, 2^24]; dtype one of the three.
   absl::Status Validate() const;
@@ -191,6 +195,10 @@ class ConformerEncoder {
   // Stages before this one run fused into it (CUDA: the first, one-channel
   // stage inside the second's patch gather); 0 runs every stage.
   size_t first_stage_ = 0;
+  // CUDA, 16-bit, the wgmma kernel: every layer norm but the first is
+  // computed in the epilogue of the residual product before it
+  // (kernels::LinearArgs' norms), no pass of its own.
+  bool fused_norms_ = false;
   kernels::LinearOp embed_out_;  // With sqrt(d) folded in.
   kernels::LinearOp ctc_;
   const float* after_norm_scale_ = nullptr;

@@ -11,6 +11,7 @@
 #include "common/half.h"
 #include "common/status.h"
 #include "kernels/activation.h"
+#include "kernels/wgmma_gemm.h"
 
 namespace oasr::kernels {
 namespace {
@@ -153,7 +154,50 @@ absl::StatusOr<CudaGemm::Plan*> CudaGemm::GetPlan(ExecutionContext& ctx, const L
   return raw;
 }
 
+bool CudaGemm::FusesNorms() const {
+  return options_.gemm != GemmKernel::kCublas && options_.dtype != DType::kFloat32 &&
+         out_ == 256 && WgmmaGemmAvailable();
+}
+
+bool CudaGemm::RunWgmma(ExecutionContext& ctx, const LinearArgs& args) {
+  const bool norms = args.y_norm_scale != nullptr || args.out_norm_scale != nullptr;
+  if (options_.gemm == GemmKernel::kCublas) return false;
+  // Measured (bench/results/gpu-scale.md, session 42): the fused swish and
+  // norm epilogues pay; plain products stay on cuBLASLt unless asked for.
+  if (options_.gemm == GemmKernel::kAuto && options_.activation != Activation::kSwish && !norms) {
+    return false;
+  }
+  WgmmaGemmParams p;
+  p.x = args.x;
+  p.ldx = args.ldx;
+  p.w = weight_.data();
+  p.bias = bias_f32_.empty() ? nullptr : bias_f32_.data<float>();
+  p.y = args.y;
+  p.ldy = args.ldy;
+  p.dtype = options_.dtype;
+  p.m = args.m;
+  p.n = out_;
+  p.k = in_;
+  p.y_dtype = args.y_dtype;
+  p.activation = options_.activation;
+  p.accumulate = args.accumulate;
+  p.y_norm_scale = args.y_norm_scale;
+  p.y_norm_shift = args.y_norm_shift;
+  p.out_norm_scale = args.out_norm_scale;
+  p.out_norm_shift = args.out_norm_shift;
+  p.out = args.norm_out;
+  p.ldo = args.ld_norm_out;
+  p.eps = args.norm_eps;
+  return LaunchWgmmaGemm(p, ctx.multiprocessors(), ctx.stream());
+}
+
 absl::Status CudaGemm::Run(ExecutionContext& ctx, const LinearArgs& args) {
+  if (RunWgmma(ctx, args)) return absl::OkStatus();
+  if (args.y_norm_scale != nullptr || args.out_norm_scale != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LinearOp [", out_, ", ", in_, "]: the wgmma kernel does not take these norms (m ", args.m,
+        ", ldx ", args.ldx, ", ldy ", args.ldy, ", ld_norm_out ", args.ld_norm_out, ")"));
+  }
   OASR_ASSIGN_OR_RETURN(Plan * plan, GetPlan(ctx, args));
   const float alpha = 1.0f;
   OASR_LT("Matmul", cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), plan->op, &alpha,

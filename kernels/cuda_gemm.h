@@ -28,6 +28,10 @@ class CudaGemm {
   // by LinearOp::Run. INTERNAL when cuBLASLt finds no algorithm or fails.
   absl::Status Run(ExecutionContext& ctx, const LinearArgs& args);
 
+  // Whether Run takes LinearArgs' norms: the wgmma kernel is available and
+  // allowed, a 16-bit dtype, out == 256.
+  bool FusesNorms() const;
+
   // Plans made so far (one per distinct m, strides, output dtype and mode).
   size_t num_plans() const { return plans_.size(); }
 
@@ -35,6 +39,9 @@ class CudaGemm {
   struct Plan;
   CudaGemm() = default;
   absl::StatusOr<Plan*> GetPlan(ExecutionContext& ctx, const LinearArgs& args);
+  // Enqueues the product on the wgmma kernel when options_.gemm allows it
+  // and the kernel supports the arguments; false when it did not.
+  bool RunWgmma(ExecutionContext& ctx, const LinearArgs& args);
 
   int64_t out_ = 0, in_ = 0;
   LinearOptions options_;

@@ -15,6 +15,17 @@ namespace oasr::kernels {
 class CudaGemm {};  // Never made without CUDA; complete for unique_ptr.
 #endif
 
+const char* GemmKernelName(GemmKernel g) {
+  switch (g) {
+    case GemmKernel::kCublas:
+      return "cublas";
+    case GemmKernel::kWgmma:
+      return "wgmma";
+    default:
+      return "auto";
+  }
+}
+
 LinearOp::LinearOp() = default;
 LinearOp::~LinearOp() = default;
 LinearOp::LinearOp(LinearOp&&) noexcept = default;
@@ -51,8 +62,22 @@ absl::StatusOr<LinearOp> LinearOp::Create(const float* weight, const float* bias
 #endif
 }
 
+bool LinearOp::FusesNorms() const {
+#if OASR_WITH_CUDA
+  return cuda_ != nullptr && cuda_->FusesNorms();
+#else
+  return false;
+#endif
+}
+
 absl::Status LinearOp::Run(ExecutionContext& ctx, const LinearArgs& args) const {
   if (args.m == 0) return absl::OkStatus();
+  const bool norms = args.y_norm_scale != nullptr || args.out_norm_scale != nullptr;
+  if (norms && !FusesNorms()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LinearOp [", out_, ", ", in_, "]: norms in the epilogue need CUDA's wgmma ",
+                     "kernel (a Hopper GPU, 16-bit, out 256, gemm not cublas)"));
+  }
   if (args.m < 0 || args.x == nullptr || args.y == nullptr || args.ldx < in_ || args.ldy < out_) {
     return absl::InvalidArgumentError(absl::StrCat("LinearOp [", out_, ", ", in_, "]: m ", args.m,
                                                    ", ldx ", args.ldx, ", ldy ", args.ldy,

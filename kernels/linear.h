@@ -4,7 +4,8 @@
 // are split across the context's thread pool; on CUDA it is converted to the
 // op's dtype and run through cuBLASLt on the tensor cores with float32
 // accumulation, the bias and ReLU in the GEMM's epilogue (swish, which
-// cuBLASLt has no epilogue for, runs as one pass over the output).
+// cuBLASLt has no epilogue for, runs as one pass over the output), or on
+// Hopper through the project's wgmma kernel, whose epilogue has swish too.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,14 @@
 
 namespace oasr::kernels {
 
+// Which CUDA kernel computes a 16-bit product. kAuto: the wgmma kernel
+// (wgmma_gemm.h) where it is built and the device is a Hopper one, for the
+// products it is faster on (swish's, whose separate pass it saves), else
+// cuBLASLt; kCublas: always cuBLASLt; kWgmma: the wgmma kernel wherever it
+// can run (tests and benchmarks). The CPU ignores it.
+enum class GemmKernel : uint8_t { kAuto, kCublas, kWgmma };
+const char* GemmKernelName(GemmKernel g);
+
 struct LinearOptions {
   // Weights and inputs: float32 on the CPU; float32, bfloat16 or float16 on
   // CUDA (float32 there is true float32, not TF32).
@@ -26,6 +35,7 @@ struct LinearOptions {
   // Folded into the weight and bias at creation (exact for powers of two).
   float scale = 1.0f;
   Activation activation = Activation::kNone;
+  GemmKernel gemm = GemmKernel::kAuto;
 };
 
 struct LinearArgs {
@@ -38,6 +48,19 @@ struct LinearArgs {
   int64_t m = 0;
   // y += ... instead of y = ... (needs activation kNone).
   bool accumulate = false;
+  // Layer norms of y's finished rows in the product's epilogue (only where
+  // LinearOp::FusesNorms(): CUDA's wgmma kernel, out == 256; float32
+  // statistics): with y_norm, y's rows are stored normed (the residual
+  // stream's final norm); with out_norm, norm_out = that norm of the stored
+  // row, in the op's dtype (the next module's input). Scales and shifts:
+  // [out] float32 on the device.
+  const float* y_norm_scale = nullptr;
+  const float* y_norm_shift = nullptr;
+  const float* out_norm_scale = nullptr;
+  const float* out_norm_shift = nullptr;
+  void* norm_out = nullptr;  // [m, out], row stride ld_norm_out.
+  int64_t ld_norm_out = 0;
+  float norm_eps = 1e-5f;
 };
 
 class CudaGemm;  // cuBLASLt state of one weight (CUDA builds).
@@ -61,6 +84,9 @@ class LinearOp {
   // CUDA. INVALID_ARGUMENT naming the argument for a dtype or stride that
   // does not fit, or accumulate with an activation. m == 0 does nothing.
   absl::Status Run(ExecutionContext& ctx, const LinearArgs& args) const;
+
+  // Whether Run takes LinearArgs' norms (the product's epilogue computes them).
+  bool FusesNorms() const;
 
   int64_t out_features() const { return out_; }
   int64_t in_features() const { return in_; }

@@ -94,6 +94,7 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
       options.dtype.value_or(options.device.is_cuda() ? DType::kBFloat16 : DType::kFloat32);
   m.encoder.stem = options.stem;
   m.encoder.fused_feed_forward = options.fused_feed_forward;
+  m.encoder.gemm = options.gemm;
   m.encoder.max_table_positions = options.max_table_positions > 0
                                       ? options.max_table_positions
                                       : (options.device.is_cuda() ? int64_t{1} << 17 : 16384);

@@ -15,6 +15,7 @@
 #include "decoder/ctc_decoder.h"
 #include "decoder/symbol_table.h"
 #include "kernels/conv2d.h"
+#include "kernels/linear.h"
 #include "scheduler/engine.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/streaming_model.h"
@@ -36,6 +37,8 @@ struct ModelOptions {
   // CUDA: the feed-forward modules as one kernel each
   // (encoder::EncoderOptions::fused_feed_forward).
   bool fused_feed_forward = false;
+  // CUDA: which kernel computes the products (encoder::EncoderOptions::gemm).
+  kernels::GemmKernel gemm = kernels::GemmKernel::kAuto;
 
   // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock, and
   // `decoder.min_word_confidence` by min_word_confidence when set, else the

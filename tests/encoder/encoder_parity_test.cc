@@ -201,6 +201,21 @@ TEST_P(GoldenParityTest, FusedFeedForwardMatchesTheSeparateOps) {
                                                         EncoderOptions{}.stem, variant == 1);
                       });
 }
+
+// Every 16-bit product on the project's wgmma kernel (kernels/wgmma_gemm.h;
+// on Hopper, elsewhere cuBLASLt both times) against every one on cuBLASLt:
+// sums in another order, swish on the float32 sum instead of the rounded
+// product.
+TEST_P(GoldenParityTest, WgmmaProductsMatchCublas) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  ExpectVariantsAgree(FindCase(GetParam()), "wgmma vs cuBLASLt products", 0.1f,
+                      [](const ConformerModel* model, DType dtype, int variant) {
+                        return testing::MakeTestEncoder(
+                            model, 1, 16384, dtype, EncoderOptions{}.stem, false,
+                            variant == 0 ? kernels::GemmKernel::kCublas
+                                         : kernels::GemmKernel::kWgmma);
+                      });
+}
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenParityTest,

@@ -59,7 +59,8 @@ inline void EnsureWorkspace(ConformerEncoder& encoder, int batch, int chunk) {
 inline absl::StatusOr<CpuEncoder> MakeTestEncoder(
     const ConformerModel* model, int threads = 1, int64_t max_table_positions = 16384,
     DType dtype = DType::kFloat32, kernels::StemKernel stem = EncoderOptions{}.stem,
-    bool fused_feed_forward = EncoderOptions{}.fused_feed_forward) {
+    bool fused_feed_forward = EncoderOptions{}.fused_feed_forward,
+    kernels::GemmKernel gemm = EncoderOptions{}.gemm) {
   ExecutionContextOptions o;
   o.cpu_threads = threads;
   o.device = TestDevice();
@@ -70,6 +71,7 @@ inline absl::StatusOr<CpuEncoder> MakeTestEncoder(
   options.dtype = dtype;
   options.stem = stem;
   options.fused_feed_forward = fused_feed_forward;
+  options.gemm = gemm;
   absl::StatusOr<std::unique_ptr<ConformerEncoder>> enc =
       ConformerEncoder::Create(model, ctx->get(), options);
   if (!enc.ok()) return enc.status();

@@ -29,12 +29,13 @@ namespace {
 // --- linear -------------------------------------------------------------------
 
 OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumulate, bool f32_out,
-                  float scale) {
+                  float scale, GemmKernel gemm = GemmKernel::kAuto) {
   OpCase c;
   c.op = "linear";
-  c.name =
-      absl::StrCat(m, "x", k, "x", n, " ", ActivationName(act), accumulate ? " +=" : "",
-                   f32_out ? " ->f32" : "", scale != 1.0f ? absl::StrCat(" scale ", scale) : "");
+  c.name = absl::StrCat(m, "x", k, "x", n, " ", ActivationName(act), accumulate ? " +=" : "",
+                        f32_out ? " ->f32" : "",
+                        scale != 1.0f ? absl::StrCat(" scale ", scale) : "",
+                        gemm != GemmKernel::kAuto ? absl::StrCat(" ", GemmKernelName(gemm)) : "");
   c.inputs = [=](uint64_t seed) {
     std::mt19937_64 rng(seed);
     return Values{{"x", Random(rng, m * k)},
@@ -50,6 +51,7 @@ OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumula
     o.dtype = be.dtype;
     o.scale = scale;
     o.activation = act;
+    o.gemm = gemm;
     auto op = std::make_shared<LinearOp>();
     OASR_ASSIGN_OR_RETURN(*op,
                           LinearOp::Create(v.at("w").data(), v.at("b").data(), n, k, o, *be.ctx));
@@ -96,6 +98,113 @@ OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumula
   };
   c.flops = 2.0 * m * k * n;
   c.bytes = 2.0 * (m * k + k * n + m * n);
+  return c;
+}
+
+// A residual product with layer norms in its epilogue (LinearArgs' norms, the
+// wgmma kernel): x += in W^T + b, then x = LN_final(x) when final_norm, and
+// out = LN_next(x) in the backend's dtype when next_norm. Only where
+// LinearOp::FusesNorms() (16-bit on a Hopper GPU); n is 256.
+OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
+  constexpr int64_t n = 256;
+  OpCase c;
+  c.op = "linear";
+  c.name = absl::StrCat(m, "x", k, "x", n, " += then", final_norm ? " final norm" : "",
+                        next_norm ? " next norm" : "", " (wgmma epilogue)");
+  c.inputs = [=](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<float> scale = Random(rng, 2 * n, 0.2f);
+    for (float& v : scale) v += 1.0f;
+    return Values{{"x", Random(rng, m * k)},
+                  {"w", Random(rng, n * k, 1.0f / std::sqrt(static_cast<float>(k)))},
+                  {"b", Random(rng, n, 0.1f)},
+                  {"y", Random(rng, m * n, 2.0f)},
+                  {"scales", scale},
+                  {"shifts", Random(rng, 2 * n, 0.1f)}};
+  };
+  c.low = {"x", "w", "b"};
+  c.supported = [=](const Backend& be) {
+    if (!be.ctx->is_cuda() || be.dtype == DType::kFloat32) return false;
+    LinearOptions o;
+    o.dtype = be.dtype;
+    std::vector<float> w(n * 8, 0.0f);
+    absl::StatusOr<LinearOp> probe = LinearOp::Create(w.data(), nullptr, n, 8, o, *be.ctx);
+    return probe.ok() && probe->FusesNorms();
+  };
+  c.make = [=](const Backend& be, const Values& v) -> absl::StatusOr<std::unique_ptr<OpInstance>> {
+    auto inst = std::make_unique<Instance>(be);
+    LinearOptions o;
+    o.dtype = be.dtype;
+    auto op = std::make_shared<LinearOp>();
+    OASR_ASSIGN_OR_RETURN(*op,
+                          LinearOp::Create(v.at("w").data(), v.at("b").data(), n, k, o, *be.ctx));
+    OASR_RETURN_IF_ERROR(inst->Add("x", v.at("x"), be.dtype));
+    OASR_RETURN_IF_ERROR(inst->Add("y", v.at("y"), DType::kFloat32));
+    OASR_RETURN_IF_ERROR(inst->Add("scales", v.at("scales"), DType::kFloat32));
+    OASR_RETURN_IF_ERROR(inst->Add("shifts", v.at("shifts"), DType::kFloat32));
+    inst->outputs.push_back("y");
+    if (next_norm) OASR_RETURN_IF_ERROR(inst->AddOutput("out", m * n, be.dtype));
+    Instance* raw = inst.get();
+    const std::vector<float> y0 = v.at("y");
+    inst->run = [=](bool restore) {
+      if (restore) {  // The op adds to y: restore it first.
+        OASR_ASSIGN_OR_RETURN(Buf fresh, Upload(*be.ctx, y0, DType::kFloat32));
+        OASR_RETURN_IF_ERROR(CopyTensor(raw->bufs.at("y").t.view(), fresh.t.view()));
+      }
+      LinearArgs a;
+      a.x = raw->ptr("x");
+      a.ldx = k;
+      a.y = raw->ptr("y");
+      a.ldy = n;
+      a.y_dtype = DType::kFloat32;
+      a.m = m;
+      a.accumulate = true;
+      if (final_norm) {
+        a.y_norm_scale = raw->f32("scales");
+        a.y_norm_shift = raw->f32("shifts");
+      }
+      if (next_norm) {
+        a.out_norm_scale = raw->f32("scales") + n;
+        a.out_norm_shift = raw->f32("shifts") + n;
+        a.norm_out = raw->ptr("out");
+        a.ld_norm_out = n;
+      }
+      return op->Run(*be.ctx, a);
+    };
+    return std::unique_ptr<OpInstance>(std::move(inst));
+  };
+  c.reference = [=](const Values& v) {
+    const auto& x = v.at("x");
+    const auto& w = v.at("w");
+    const auto& sc = v.at("scales");
+    const auto& sh = v.at("shifts");
+    auto norm = [&](double* row, int64_t at) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i) mean += row[i];
+      mean /= n;
+      for (int64_t i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
+      const double inv = 1.0 / std::sqrt(var / n + 1e-5);
+      for (int64_t i = 0; i < n; ++i) row[i] = (row[i] - mean) * inv * sc[at + i] + sh[at + i];
+    };
+    std::vector<double> y = ToDouble(v.at("y")), out(static_cast<size_t>(m * n));
+    for (int64_t r = 0; r < m; ++r) {
+      double* row = y.data() + r * n;
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = v.at("b")[j];
+        for (int64_t i = 0; i < k; ++i) acc += static_cast<double>(x[r * k + i]) * w[j * k + i];
+        row[j] += acc;
+      }
+      if (final_norm) norm(row, 0);
+      std::copy(row, row + n, out.begin() + r * n);
+      norm(out.data() + r * n, n);
+    }
+    Reference ref{{"y", y}};
+    if (next_norm) ref["out"] = out;
+    return ref;
+  };
+  c.fp32_tolerance = 1e-4;
+  c.flops = 2.0 * m * k * n;
+  c.bytes = 2.0 * (m * k + k * n) + 8.0 * m * n + (next_norm ? 2.0 * m * n : 0.0);
   return c;
 }
 
@@ -842,6 +951,20 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LinearCase(1024, 256, 768, A::kNone, false, false, 1.0f));
   cases.push_back(LinearCase(37, 256, 258, A::kNone, false, true, 1.0f));
   cases.push_back(LinearCase(64, 4864, 256, A::kNone, false, true, 16.0f));
+  // The wgmma kernel (16-bit on Hopper; cuBLASLt elsewhere): ragged rows,
+  // several blocks of 128 x 256, k past one 64-wide stage and not a multiple
+  // of it, n short of a block, each epilogue, both cuBLASLt's paths beside.
+  for (GemmKernel g : {GemmKernel::kWgmma, GemmKernel::kCublas}) {
+    cases.push_back(LinearCase(1000, 256, 1024, A::kSwish, false, false, 1.0f, g));
+    cases.push_back(LinearCase(300, 1024, 256, A::kNone, true, false, 0.5f, g));
+  }
+  cases.push_back(LinearCase(77, 256, 768, A::kNone, false, false, 1.0f, GemmKernel::kWgmma));
+  cases.push_back(LinearCase(129, 80, 40, A::kRelu, false, false, 1.0f, GemmKernel::kWgmma));
+  cases.push_back(LinearCase(2, 200, 258, A::kSwish, false, false, 1.0f, GemmKernel::kWgmma));
+  cases.push_back(LinearCase(700, 2304, 256, A::kRelu, false, false, 1.0f, GemmKernel::kWgmma));
+  cases.push_back(LinearNormCase(300, 1024, false, true));
+  cases.push_back(LinearNormCase(1000, 256, true, true));
+  cases.push_back(LinearNormCase(129, 256, true, false));
   // Subsampling stages: the first (one channel, float32 features) and the
   // second (256 channels) of conv2d, conv2d6's 5x5 stride 3.
   cases.push_back(Conv2dCase(1, 67, 80, 1, 256, 3, 2));

@@ -1,0 +1,513 @@
+#include "kernels/wgmma_gemm.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
+
+#include "kernels/cuda_common.cuh"
+
+namespace oasr::kernels {
+namespace {
+
+constexpr int kBM = 128;      // rows of x a block computes
+constexpr int kBN = 256;      // columns of y a block computes
+constexpr int kBK = 64;       // 64 16-bit elements: one 128-byte swizzle span
+constexpr int kStages = 4;    // shared-memory ring depth
+constexpr int kThreads = 384; // producer warpgroup + two consumer warpgroups
+constexpr int kTileBytes = (kBM + kBN) * kBK * 2;
+
+struct alignas(1024) Smem {
+  uint16_t a[kStages][kBM * kBK];
+  uint16_t b[kStages][kBN * kBK];
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+};
+constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the base
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define OASR_WGMMA_DEVICE 1
+#endif
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+#ifdef OASR_WGMMA_DEVICE
+__device__ __forceinline__ void BarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count));
+}
+__device__ __forceinline__ void BarWait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = SmemAddr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void BarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ void BarExpectBytes(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// One box of a 2-D tensor map (inner coordinate first) into shared memory,
+// counted on `bar`'s transaction bytes.
+__device__ __forceinline__ void TmaLoad(void* dst, const CUtensorMap* map, int inner, int outer,
+                                        uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(SmemAddr(bar))
+      : "memory");
+}
+
+// The wgmma descriptor of a K-major tile in 128-byte-swizzled shared memory
+// (rows of 128 bytes, 8-row atoms 1,024 bytes apart, 1,024-aligned base).
+__device__ __forceinline__ uint64_t Desc(const void* p) {
+  const uint64_t addr = SmemAddr(p);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
+// d (+)= a b, 64 x 256 x 16; a and b from shared memory; scale_d 0 starts
+// from zero. T: __nv_bfloat16 or __half.
+template <typename T>
+__device__ __forceinline__ void Wgmma(float* d, uint64_t a, uint64_t b, int scale_d) {
+#define OASR_WGMMA_OPERANDS                                                                    \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                    \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "           \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "           \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "           \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "           \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "     \
+  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
+  "%126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+#define OASR_WGMMA_D8(i)                                                                 \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define OASR_WGMMA_D                                                                        \
+  OASR_WGMMA_D8(0), OASR_WGMMA_D8(8), OASR_WGMMA_D8(16), OASR_WGMMA_D8(24), OASR_WGMMA_D8(32), \
+      OASR_WGMMA_D8(40), OASR_WGMMA_D8(48), OASR_WGMMA_D8(56), OASR_WGMMA_D8(64),              \
+      OASR_WGMMA_D8(72), OASR_WGMMA_D8(80), OASR_WGMMA_D8(88), OASR_WGMMA_D8(96),              \
+      OASR_WGMMA_D8(104), OASR_WGMMA_D8(112), OASR_WGMMA_D8(120)
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " OASR_WGMMA_OPERANDS
+        : OASR_WGMMA_D
+        : "l"(a), "l"(b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " OASR_WGMMA_OPERANDS
+        : OASR_WGMMA_D
+        : "l"(a), "l"(b), "r"(scale_d));
+  }
+#undef OASR_WGMMA_D
+#undef OASR_WGMMA_D8
+#undef OASR_WGMMA_OPERANDS
+}
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// The accumulators stay live across the asynchronous products: tell the
+// compiler so that it neither moves nor reuses them (CUTLASS's fence idea).
+__device__ __forceinline__ void KeepLive(float* d) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// x sigmoid(x) = x/2 + x/2 tanh(x/2): one special-function op (tanh.approx,
+// relative error ~2^-11, under 16-bit rounding) instead of exp and a divide.
+__device__ __forceinline__ float Swish(float x) {
+  const float h = 0.5f * x;
+  float t;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
+}
+#endif  // OASR_WGMMA_DEVICE
+
+// What the epilogue writes, by value.
+struct Epilogue {
+  const float* bias;
+  void* y;
+  int64_t ldy;
+  const float* y_norm_scale;
+  const float* y_norm_shift;
+  const float* out_norm_scale;
+  const float* out_norm_shift;
+  void* out;
+  int64_t ldo;
+  float eps;
+};
+
+#ifdef OASR_WGMMA_DEVICE
+// Two values of one row into TY's storage (float2 or a 16-bit pair).
+template <typename TY>
+__device__ __forceinline__ void StorePair(TY* at, float v0, float v1) {
+  if constexpr (std::is_same_v<TY, float>) {
+    *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+  } else {
+    *reinterpret_cast<uint32_t*>(at) = cuda::PackPair<TY>(v0, v1);
+  }
+}
+template <typename TY>
+__device__ __forceinline__ float2 LoadPair(const TY* at) {
+  if constexpr (std::is_same_v<TY, float>) {
+    return *reinterpret_cast<const float2*>(at);
+  } else {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(at);
+    const TY* e = reinterpret_cast<const TY*>(&w);
+    return make_float2(cuda::ToFloat(e[0]), cuda::ToFloat(e[1]));
+  }
+}
+// Layer norm of the 256 values of a row held 64 a lane by the 4 lanes of a
+// quad, in place: d[4 i + 2 kHalf + e] is column 8 i + 2 (lane % 4) + e.
+// Every lane of the warp must call it (the quad's sums are shuffles).
+template <int kHalf>
+__device__ __forceinline__ void NormRow(float* d, int lane, const float* scale, const float* shift,
+                                        float eps) {
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) sum += d[4 * i + 2 * kHalf] + d[4 * i + 2 * kHalf + 1];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  const float mean = sum * (1.0f / 256);
+  float sq = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float c = d[4 * i + 2 * kHalf + e] - mean;
+      sq += c * c;
+    }
+  }
+  sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+  sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+  const float inv = rsqrtf(sq * (1.0f / 256) + eps);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int c = i * 8 + 2 * (lane % 4);
+    const float2 g = *reinterpret_cast<const float2*>(scale + c);
+    const float2 b = *reinterpret_cast<const float2*>(shift + c);
+    d[4 * i + 2 * kHalf] = (d[4 * i + 2 * kHalf] - mean) * inv * g.x + b.x;
+    d[4 * i + 2 * kHalf + 1] = (d[4 * i + 2 * kHalf + 1] - mean) * inv * g.y + b.y;
+  }
+}
+
+// The norms epilogue of one of a lane's two rows (kHalf: r or r + 8).
+template <int kHalf, typename T, typename TY, bool kAccumulate>
+__device__ __forceinline__ void NormEpilogue(float* d, const Epilogue& e, int row, int m,
+                                             int lane) {
+  const bool live = row < m;
+  TY* y = static_cast<TY*>(e.y) + static_cast<int64_t>(row) * e.ldy;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int c = i * 8 + 2 * (lane % 4);
+    if (e.bias != nullptr) {
+      const float2 b = *reinterpret_cast<const float2*>(e.bias + c);
+      d[4 * i + 2 * kHalf] += b.x;
+      d[4 * i + 2 * kHalf + 1] += b.y;
+    }
+    if (kAccumulate && live) {
+      const float2 old = LoadPair(y + c);
+      d[4 * i + 2 * kHalf] += old.x;
+      d[4 * i + 2 * kHalf + 1] += old.y;
+    }
+  }
+  if (e.y_norm_scale != nullptr) NormRow<kHalf>(d, lane, e.y_norm_scale, e.y_norm_shift, e.eps);
+  if (live) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      StorePair(y + i * 8 + 2 * (lane % 4), d[4 * i + 2 * kHalf], d[4 * i + 2 * kHalf + 1]);
+    }
+  }
+  if (e.out_norm_scale != nullptr) {
+    NormRow<kHalf>(d, lane, e.out_norm_scale, e.out_norm_shift, e.eps);
+    if (live) {
+      T* out = static_cast<T*>(e.out) + static_cast<int64_t>(row) * e.ldo;
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        StorePair(out + i * 8 + 2 * (lane % 4), d[4 * i + 2 * kHalf], d[4 * i + 2 * kHalf + 1]);
+      }
+    }
+  }
+}
+#endif  // OASR_WGMMA_DEVICE
+
+template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+__global__ void __launch_bounds__(kThreads, 1)
+    WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_x,
+                    const __grid_constant__ CUtensorMap map_w, const Epilogue e, int m, int n,
+                    int k) {
+#ifdef OASR_WGMMA_DEVICE
+  extern __shared__ uint8_t smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                     ~uintptr_t{1023});
+  const int tiles_n = (n + kBN - 1) / kBN;
+  const int tiles = ((m + kBM - 1) / kBM) * tiles_n;
+  const int k_blocks = (k + kBK - 1) / kBK;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      BarInit(&s.full[i], 1);
+      BarInit(&s.empty[i], 8);  // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int row0 = (tile / tiles_n) * kBM, col0 = (tile % tiles_n) * kBN;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          BarWait(&s.empty[stage], phase ^ 1);
+          BarExpectBytes(&s.full[stage], kTileBytes);
+          TmaLoad(s.a[stage], &map_x, kb * kBK, row0, &s.full[stage]);
+          TmaLoad(s.b[stage], &map_w, kb * kBK, col0, &s.full[stage]);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int consumer = warpgroup - 1;
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    float d[128];
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int row0 = (tile / tiles_n) * kBM, col0 = (tile % tiles_n) * kBN;
+      int prev = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        BarWait(&s.full[stage], phase);
+        WgmmaFence();
+        KeepLive(d);
+        const uint16_t* a = s.a[stage] + consumer * 64 * kBK;
+        const uint16_t* b = s.b[stage];
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          Wgmma<T>(d, Desc(a + kk * 16), Desc(b + kk * 16), kb > 0 || kk > 0);
+        }
+        WgmmaCommit();
+        KeepLive(d);
+        // The previous stage's products are done once at most this one is
+        // in flight: hand its buffers back to the producer.
+        WgmmaWait<1>();
+        KeepLive(d);
+        if (prev >= 0 && lane == 0) BarArrive(&s.empty[prev]);
+        prev = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      WgmmaWait<0>();
+      KeepLive(d);
+      if (prev >= 0 && lane == 0) BarArrive(&s.empty[prev]);
+
+      // Epilogue: d[4i + {0,1}] is (r, c..c+1), d[4i + {2,3}] is (r + 8, c..c+1),
+      // r = this warp's 16 rows + lane / 4, c = 8 i + 2 (lane % 4).
+      const int r = row0 + consumer * 64 + warp * 16 + lane / 4;
+      TY* y = static_cast<TY*>(e.y);
+      if constexpr (kNorms) {
+        // n == 256: the block's columns are whole rows (col0 == 0).
+        NormEpilogue<0, T, TY, kAccumulate>(d, e, r, m, lane);
+        NormEpilogue<1, T, TY, kAccumulate>(d, e, r + 8, m, lane);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const int c = col0 + i * 8 + 2 * (lane % 4);
+          if (c >= n) continue;
+          const float b0 = e.bias != nullptr ? e.bias[c] : 0.0f;
+          const float b1 = e.bias != nullptr ? e.bias[c + 1] : 0.0f;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = r + 8 * h;
+            if (row >= m) continue;
+            float v0 = d[4 * i + 2 * h] + b0, v1 = d[4 * i + 2 * h + 1] + b1;
+            if constexpr (kAct == Activation::kSwish) {
+              v0 = Swish(v0);
+              v1 = Swish(v1);
+            } else if constexpr (kAct == Activation::kRelu) {
+              v0 = fmaxf(v0, 0.0f);
+              v1 = fmaxf(v1, 0.0f);
+            }
+            TY* at = y + static_cast<int64_t>(row) * e.ldy + c;
+            if constexpr (kAccumulate) {
+              const float2 old = LoadPair(at);
+              v0 += old.x;
+              v1 += old.y;
+            }
+            StorePair(at, v0, v1);
+          }
+        }
+      }
+    }
+  }
+#endif  // OASR_WGMMA_DEVICE
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A [rows, cols] 16-bit matrix of row stride ld, read in boxes of
+// box_rows x 64 with the 128-byte swizzle; out-of-range elements read 0.
+bool EncodeMap(CUtensorMap* map, DType dtype, const void* base, int64_t rows, int64_t cols,
+               int64_t ld, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * 2)};
+  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(
+      map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      2, const_cast<void*>(base), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+bool DeviceIsSm90() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  static std::mutex mu;
+  static int known[64];  // 0 unknown, 1 yes, 2 no
+  std::lock_guard<std::mutex> lock(mu);
+  if (device < 0 || device >= 64) return false;
+  if (known[device] == 0) {
+    int major = 0, minor = 0;
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    known[device] = ok && major == 9 && minor == 0 ? 1 : 2;
+  }
+  return known[device] == 1;
+}
+
+template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
+  CUtensorMap map_x, map_w;
+  if (!EncodeMap(&map_x, p.dtype, p.x, p.m, p.k, p.ldx, kBM) ||
+      !EncodeMap(&map_w, p.dtype, p.w, p.n, p.k, p.k, kBN)) {
+    return false;
+  }
+  auto kernel = WgmmaGemmKernel<T, TY, kAct, kAccumulate, kNorms>;
+  static const bool attr_ok =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes)) == cudaSuccess;
+  if (!attr_ok) {
+    cudaGetLastError();
+    return false;
+  }
+  const Epilogue e{p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift, p.out_norm_scale,
+                   p.out_norm_shift, p.out, p.ldo, p.eps};
+  const int64_t tiles = ((p.m + kBM - 1) / kBM) * ((p.n + kBN - 1) / kBN);
+  const int blocks = static_cast<int>(tiles < max_blocks ? tiles : max_blocks);
+  kernel<<<blocks, kThreads, kSmemBytes, stream>>>(map_x, map_w, e, static_cast<int>(p.m),
+                                                   static_cast<int>(p.n), static_cast<int>(p.k));
+  OASR_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
+template <typename T, typename TY>
+bool LaunchTyped(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
+  const bool norms = p.y_norm_scale != nullptr || p.out_norm_scale != nullptr;
+  if (norms) {
+    return p.accumulate ? Launch<T, TY, Activation::kNone, true, true>(p, max_blocks, stream)
+                        : Launch<T, TY, Activation::kNone, false, true>(p, max_blocks, stream);
+  }
+  if (p.accumulate) return Launch<T, TY, Activation::kNone, true, false>(p, max_blocks, stream);
+  switch (p.activation) {
+    case Activation::kSwish:
+      return Launch<T, TY, Activation::kSwish, false, false>(p, max_blocks, stream);
+    case Activation::kRelu:
+      return Launch<T, TY, Activation::kRelu, false, false>(p, max_blocks, stream);
+    default:
+      return Launch<T, TY, Activation::kNone, false, false>(p, max_blocks, stream);
+  }
+}
+
+template <typename T>
+bool LaunchOperands(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
+  if (p.y_dtype == DType::kFloat32) return LaunchTyped<T, float>(p, max_blocks, stream);
+  return LaunchTyped<T, T>(p, max_blocks, stream);
+}
+
+}  // namespace
+
+bool WgmmaGemmAvailable() {
+#ifndef OASR_WGMMA_SM90A
+  return false;
+#else
+  return DeviceIsSm90();
+#endif
+}
+
+bool WgmmaGemmSupported(const WgmmaGemmParams& p) {
+  const bool dtype_ok = (p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16) &&
+                        (p.y_dtype == p.dtype || p.y_dtype == DType::kFloat32);
+  const bool shape_ok = p.m > 0 && p.n > 0 && p.k > 0 && p.n % 2 == 0 && p.k % 8 == 0 &&
+                        p.ldx % 8 == 0 && p.ldx >= p.k && p.ldy % 2 == 0 && p.ldy >= p.n &&
+                        p.m < (int64_t{1} << 31) && p.n < (int64_t{1} << 31);
+  const size_t y_pair = p.y_dtype == DType::kFloat32 ? 8 : 4;
+  const bool align_ok = reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(p.y) % y_pair == 0;
+  const bool mode_ok = !p.accumulate || p.activation == Activation::kNone;
+  const bool y_norm = p.y_norm_scale != nullptr, out_norm = p.out_norm_scale != nullptr;
+  const bool norms_ok =
+      (!y_norm && !out_norm) ||
+      (p.n == kBN && p.activation == Activation::kNone && (!y_norm || p.y_norm_shift != nullptr) &&
+       (!out_norm || (p.out_norm_shift != nullptr && p.out != nullptr && p.ldo >= p.n &&
+                      p.ldo % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % 4 == 0)));
+  return dtype_ok && shape_ok && align_ok && mode_ok && norms_ok && WgmmaGemmAvailable();
+}
+
+bool LaunchWgmmaGemm(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
+  if (!WgmmaGemmSupported(p) || max_blocks < 1) return false;
+  if (p.dtype == DType::kBFloat16) return LaunchOperands<__nv_bfloat16>(p, max_blocks, stream);
+  return LaunchOperands<__half>(p, max_blocks, stream);
+}
+
+}  // namespace oasr::kernels

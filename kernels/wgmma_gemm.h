@@ -1,0 +1,65 @@
+// A Hopper matrix product with the epilogues cuBLASLt lacks: y = act(x W^T
+// + b) or y += x W^T + b in 16-bit storage, float32 accumulation, swish
+// applied to the float32 sum before rounding (cuBLASLt has no swish
+// epilogue, so its path rounds, writes, and a second pass reads the product
+// back). CUDA builds only; the kernel exists only where the build has an
+// sm_90a target (wgmma, setmaxnreg), otherwise every call says unsupported.
+//
+// The kernel: persistent blocks of three warpgroups; one thread of the
+// first issues tensor-map bulk copies of 128 x 64 tiles of x and 256 x 64
+// tiles of W into a 4-stage ring of 128-byte-swizzled shared memory
+// (mbarriers, full and empty), the other two each multiply 64 rows of the
+// block's 128 by the 256 columns with wgmma (m64n256k16, accumulators in
+// registers) and write the epilogue straight from registers. Rows past m
+// and columns past n are zero-filled by the copy engine and never written.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "common/gpu_stream.h"
+#include "kernels/activation.h"
+
+namespace oasr::kernels {
+
+struct WgmmaGemmParams {
+  const void* x = nullptr;  // [m, k], row stride ldx (elements, a multiple of 8).
+  int64_t ldx = 0;
+  const void* w = nullptr;  // [n, k], rows contiguous (k a multiple of 8).
+  const float* bias = nullptr;  // [n] float32, or null.
+  void* y = nullptr;  // [m, n], row stride ldy; must not overlap x.
+  int64_t ldy = 0;
+  DType dtype = DType::kBFloat16;  // of x and w: bfloat16 or float16.
+  DType y_dtype = DType::kBFloat16;  // dtype, or float32.
+  int64_t m = 0, n = 0, k = 0;
+  Activation activation = Activation::kNone;
+  bool accumulate = false;  // y += ...; needs kNone.
+  // Layer norms of the finished rows (n must be 256: a block holds whole
+  // rows; float32 statistics, eps): with y_norm, y's rows are stored normed
+  // (y = LN(v) for v the sum above); with out_norm, out = LN'(y's row) is
+  // stored too, in dtype, row stride ldo. Scales and shifts: [n] float32.
+  const float* y_norm_scale = nullptr;
+  const float* y_norm_shift = nullptr;
+  const float* out_norm_scale = nullptr;
+  const float* out_norm_shift = nullptr;
+  void* out = nullptr;
+  int64_t ldo = 0;
+  float eps = 1e-5f;
+};
+
+// Whether the kernel is built and the current device can run it (compute
+// capability 9.0).
+bool WgmmaGemmAvailable();
+
+// Whether the kernel can run these params on the current device: available,
+// 16-bit dtype, n even, k and ldx multiples of 8 elements, 16-byte aligned x
+// and w, y (and out) aligned to two elements; norms need n == 256 and
+// their scales and shifts.
+bool WgmmaGemmSupported(const WgmmaGemmParams& p);
+
+// Enqueues the product on `stream` with at most `max_blocks` blocks (the
+// device's multiprocessors). False (nothing enqueued) when unsupported or
+// the tensor maps cannot be encoded.
+bool LaunchWgmmaGemm(const WgmmaGemmParams& p, int max_blocks, GpuStream stream);
+
+}  // namespace oasr::kernels
