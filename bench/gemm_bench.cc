@@ -212,7 +212,7 @@ int Main(int argc, char** argv) {
     lo.gemm = GemmKernel::kCublas;
     absl::StatusOr<kernels::LinearOp> cublas =
         kernels::LinearOp::Create(w.data(), b.data(), n, k, lo, ctx);
-    lo.gemm = GemmKernel::kAuto;
+    lo.gemm = GemmKernel::kFused;
     absl::StatusOr<kernels::LinearOp> fused =
         kernels::LinearOp::Create(w.data(), b.data(), n, k, lo, ctx);
     if (!cublas.ok() || !fused.ok() || !fused->FusesNorms()) {

@@ -459,9 +459,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   std::string gemm = "auto";
   app.add_option("--gemm", gemm,
-                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel, or auto "
-                 "(wgmma for those with swish)")
-      ->check(CLI::IsMember({"auto", "cublas", "wgmma"}))
+                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its "
+                 "epilogue saves a pass (fused: swish, the layer norms) or everywhere (wgmma), "
+                 "or auto")
+      ->check(CLI::IsMember({"auto", "cublas", "fused", "wgmma"}))
       ->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
@@ -479,9 +480,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   settings.model.fused_feed_forward = ffn == "fused";
-  settings.model.gemm = gemm == "cublas"  ? kernels::GemmKernel::kCublas
-                        : gemm == "wgmma" ? kernels::GemmKernel::kWgmma
-                                          : kernels::GemmKernel::kAuto;
+  (void)kernels::ParseGemmKernel(gemm, &settings.model.gemm);
   if (search != "greedy" && search != "beam") {
     std::fprintf(stderr, "--search: %s is neither greedy nor beam\n", search.c_str());
     return 2;

@@ -172,9 +172,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   std::string gemm = "auto";
   app.add_option("--gemm", gemm,
-                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel, or auto "
-                 "(wgmma for those with swish)")
-      ->check(CLI::IsMember({"auto", "cublas", "wgmma"}))
+                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its "
+                 "epilogue saves a pass (fused: swish, the layer norms) or everywhere (wgmma), "
+                 "or auto")
+      ->check(CLI::IsMember({"auto", "cublas", "fused", "wgmma"}))
       ->capture_default_str();
   app.add_option(
       "--batches", batches,
@@ -198,9 +199,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.fused_feed_forward = ffn == "fused";
-  options.gemm = gemm == "cublas"  ? kernels::GemmKernel::kCublas
-                 : gemm == "wgmma" ? kernels::GemmKernel::kWgmma
-                                   : kernels::GemmKernel::kAuto;
+  (void)kernels::ParseGemmKernel(gemm, &options.gemm);
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   if (modes.empty()) modes = options.device.is_cuda() ? "eager,graph" : "eager";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);

@@ -217,7 +217,7 @@ absl::Status ConformerEncoder::Init() {
   }
   // The residual products' epilogues take the norms after them when every
   // one of them can.
-  fused_norms_ = !layers_.empty() && !fused_ff;
+  fused_norms_ = !layers_.empty() && !fused_ff && embed_out_.FusesNorms();
   for (const Layer& L : layers_) {
     fused_norms_ = fused_norms_ && L.ff_macaron_w2.FusesNorms() && L.attn_out.FusesNorms() &&
                    L.pointwise_conv2.FusesNorms() && L.ff_w2.FusesNorms();
@@ -457,7 +457,26 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       a.accumulate = accumulate;
       return op.Run(ctx, a);
     };
-    OASR_RETURN_IF_ERROR(run(embed_out_, src, wf * d, buf.x, d, DType::kFloat32, false));
+    // With fused norms the embedding's epilogue also norms x for the first
+    // module (below).
+    const bool first_norm_fused =
+        fused_norms_ && !layers_.empty() && !layers_[0].fused_ff_macaron;
+    if (first_norm_fused) {
+      LinearArgs a;
+      a.x = src;
+      a.ldx = wf * d;
+      a.y = buf.x;
+      a.ldy = d;
+      a.y_dtype = DType::kFloat32;
+      a.m = m;
+      a.out_norm_scale = layers_[0].norm_ff_macaron.scale;
+      a.out_norm_shift = layers_[0].norm_ff_macaron.shift;
+      a.norm_out = buf.h;
+      a.ld_norm_out = d;
+      OASR_RETURN_IF_ERROR(embed_out_.Run(ctx, a));
+    } else {
+      OASR_RETURN_IF_ERROR(run(embed_out_, src, wf * d, buf.x, d, DType::kFloat32, false));
+    }
     auto norm = [&](const Norm& n, void* out, DType out_dtype) {
       kernels::LayerNormParams p;
       p.x = buf.x;
@@ -530,7 +549,7 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
     // Each residual product leaves the next module's input norm in buf.h
     // (in its epilogue when fused_norms_); the fused feed-forward modules
     // norm x themselves.
-    if (!layers_.empty() && !layers_[0].fused_ff_macaron) {
+    if (!layers_.empty() && !layers_[0].fused_ff_macaron && !first_norm_fused) {
       OASR_RETURN_IF_ERROR(norm(layers_[0].norm_ff_macaron, buf.h, dt));
     }
     for (size_t l = 0; l < layers_.size(); ++l) {

@@ -48,9 +48,9 @@ struct EncoderOptions {
   // loop makes the chunk step 16 % slower than cuBLASLt's products with the
   // separate passes (12.4 against 14.5 ms at B = 2048 on an H100).
   bool fused_feed_forward = false;
-  // CUDA, 16-bit: which kernel computes the products (kernels::GemmKernel):
-  // by default the wgmma kernel for those with swish on Hopper, cuBLASLt for
-  // the rest.
+  // CUDA, 16-bit: which kernel computes the products (kernels::GemmKernel).
+  // With kFused or kWgmma on a Hopper GPU, swish and the layer norms after
+  // the residual products run in the products' epilogues.
   kernels::GemmKernel gemm = kernels::GemmKernel::kAuto;
 
   // Ranges: max_table_positions in [256, 2^24]; dtype one of the three.

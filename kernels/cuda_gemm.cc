@@ -155,18 +155,15 @@ absl::StatusOr<CudaGemm::Plan*> CudaGemm::GetPlan(ExecutionContext& ctx, const L
 }
 
 bool CudaGemm::FusesNorms() const {
-  return options_.gemm != GemmKernel::kCublas && options_.dtype != DType::kFloat32 &&
+  return ResolveGemm(options_.gemm) != GemmKernel::kCublas && options_.dtype != DType::kFloat32 &&
          out_ == 256 && WgmmaGemmAvailable();
 }
 
 bool CudaGemm::RunWgmma(ExecutionContext& ctx, const LinearArgs& args) {
   const bool norms = args.y_norm_scale != nullptr || args.out_norm_scale != nullptr;
-  if (options_.gemm == GemmKernel::kCublas) return false;
-  // Measured (bench/results/gpu-scale.md, session 42): the fused swish and
-  // norm epilogues pay; plain products stay on cuBLASLt unless asked for.
-  if (options_.gemm == GemmKernel::kAuto && options_.activation != Activation::kSwish && !norms) {
-    return false;
-  }
+  const GemmKernel g = ResolveGemm(options_.gemm);
+  if (g == GemmKernel::kCublas) return false;
+  if (g == GemmKernel::kFused && options_.activation != Activation::kSwish && !norms) return false;
   WgmmaGemmParams p;
   p.x = args.x;
   p.ldx = args.ldx;

@@ -19,11 +19,24 @@ const char* GemmKernelName(GemmKernel g) {
   switch (g) {
     case GemmKernel::kCublas:
       return "cublas";
+    case GemmKernel::kFused:
+      return "fused";
     case GemmKernel::kWgmma:
       return "wgmma";
     default:
       return "auto";
   }
+}
+
+bool ParseGemmKernel(const std::string& name, GemmKernel* out) {
+  for (GemmKernel g :
+       {GemmKernel::kAuto, GemmKernel::kCublas, GemmKernel::kFused, GemmKernel::kWgmma}) {
+    if (name == GemmKernelName(g)) {
+      *out = g;
+      return true;
+    }
+  }
+  return false;
 }
 
 LinearOp::LinearOp() = default;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,13 +21,24 @@
 
 namespace oasr::kernels {
 
-// Which CUDA kernel computes a 16-bit product. kAuto: the wgmma kernel
-// (wgmma_gemm.h) where it is built and the device is a Hopper one, for the
-// products it is faster on (swish's, whose separate pass it saves), else
-// cuBLASLt; kCublas: always cuBLASLt; kWgmma: the wgmma kernel wherever it
-// can run (tests and benchmarks). The CPU ignores it.
-enum class GemmKernel : uint8_t { kAuto, kCublas, kWgmma };
+// Which CUDA kernel computes a 16-bit product. kCublas: cuBLASLt. kFused:
+// the project's wgmma kernel (wgmma_gemm.h; built for sm_90a, run on a
+// Hopper GPU) for the products whose epilogue saves a pass -- swish's, and
+// the residual products that take the next layer norm (LinearArgs' norms)
+// -- cuBLASLt for the rest. kWgmma: the wgmma kernel wherever it can run.
+// Where the wgmma kernel cannot run, all three are cuBLASLt. kAuto is
+// kAutoGemm. The CPU ignores it.
+enum class GemmKernel : uint8_t { kAuto, kCublas, kFused, kWgmma };
+// kCublas until the wgmma kernel has been measured against cuBLASLt on a
+// GPU (bench/results/gpu-scale.md, session 42: written and CPU-tested, no
+// GPU was lent to run it); the benches' --gemm fused / wgmma select it.
+inline constexpr GemmKernel kAutoGemm = GemmKernel::kCublas;
+inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
+  return g == GemmKernel::kAuto ? kAutoGemm : g;
+}
 const char* GemmKernelName(GemmKernel g);
+// "auto", "cublas", "fused" or "wgmma"; false for anything else.
+bool ParseGemmKernel(const std::string& name, GemmKernel* out);
 
 struct LinearOptions {
   // Weights and inputs: float32 on the CPU; float32, bfloat16 or float16 on

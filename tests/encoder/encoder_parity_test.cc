@@ -202,19 +202,26 @@ TEST_P(GoldenParityTest, FusedFeedForwardMatchesTheSeparateOps) {
                       });
 }
 
-// Every 16-bit product on the project's wgmma kernel (kernels/wgmma_gemm.h;
-// on Hopper, elsewhere cuBLASLt both times) against every one on cuBLASLt:
-// sums in another order, swish on the float32 sum instead of the rounded
-// product.
-TEST_P(GoldenParityTest, WgmmaProductsMatchCublas) {
-  OASR_SKIP_WITHOUT_TEST_DEVICE();
-  ExpectVariantsAgree(FindCase(GetParam()), "wgmma vs cuBLASLt products", 0.1f,
-                      [](const ConformerModel* model, DType dtype, int variant) {
+// The products on the project's wgmma kernel (kernels/wgmma_gemm.h; on
+// Hopper, elsewhere cuBLASLt both times) against cuBLASLt's with the
+// separate swish and norm passes: sums in another order, swish and the
+// norms on float32 sums instead of rounded products. kFused: the swish and
+// residual products (their epilogues take the norms); kWgmma: every one.
+void ExpectGemmMatchesCublas(const std::string& name, kernels::GemmKernel gemm) {
+  ExpectVariantsAgree(FindCase(name), kernels::GemmKernelName(gemm), 0.1f,
+                      [gemm](const ConformerModel* model, DType dtype, int variant) {
                         return testing::MakeTestEncoder(
                             model, 1, 16384, dtype, EncoderOptions{}.stem, false,
-                            variant == 0 ? kernels::GemmKernel::kCublas
-                                         : kernels::GemmKernel::kWgmma);
+                            variant == 0 ? kernels::GemmKernel::kCublas : gemm);
                       });
+}
+TEST_P(GoldenParityTest, FusedEpiloguesMatchCublas) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  ExpectGemmMatchesCublas(GetParam(), kernels::GemmKernel::kFused);
+}
+TEST_P(GoldenParityTest, WgmmaProductsMatchCublas) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  ExpectGemmMatchesCublas(GetParam(), kernels::GemmKernel::kWgmma);
 }
 #endif
 

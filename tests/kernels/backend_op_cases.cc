@@ -127,6 +127,7 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
     if (!be.ctx->is_cuda() || be.dtype == DType::kFloat32) return false;
     LinearOptions o;
     o.dtype = be.dtype;
+    o.gemm = GemmKernel::kFused;
     std::vector<float> w(n * 8, 0.0f);
     absl::StatusOr<LinearOp> probe = LinearOp::Create(w.data(), nullptr, n, 8, o, *be.ctx);
     return probe.ok() && probe->FusesNorms();
@@ -135,6 +136,7 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
     auto inst = std::make_unique<Instance>(be);
     LinearOptions o;
     o.dtype = be.dtype;
+    o.gemm = GemmKernel::kFused;
     auto op = std::make_shared<LinearOp>();
     OASR_ASSIGN_OR_RETURN(*op,
                           LinearOp::Create(v.at("w").data(), v.at("b").data(), n, k, o, *be.ctx));

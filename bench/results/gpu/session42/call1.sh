@@ -2,8 +2,8 @@
 # Session 42, call 1: the wgmma GEMM (kernels/wgmma_gemm.cu). Its kernel-
 # harness cases first (every linear case, float64 reference), then the
 # products side by side with cuBLASLt (oasr-bench-gemm), the encoder parity
-# (wgmma against cuBLASLt products), the chunk step with --gemm cublas / auto
-# / wgmma alternating, ncu's per-kernel times of one step at B = 2048 (auto),
+# (wgmma against cuBLASLt products), the chunk step with --gemm cublas / fused
+# / wgmma alternating, ncu per-kernel times of one step at B = 2048 (fused),
 # and the engine tests on the new default with the time left. Logs in
 # /tmp/c1, back as $OUT/call1.tgz; the summary is stdout.
 #   bash tools/gpu/pack.sh .devrun/new (the binaries below, from a CUDA build)   (here)
@@ -30,17 +30,17 @@ step "encoder parity"
 timeout 90 $B/bin/encoder_parity_gpu_test --gtest_color=no > $O/encoder_parity_gpu_test.log 2>&1; echo "rc $?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" $O/encoder_parity_gpu_test.log | tail -6
 grep -E "wgmma vs" $O/encoder_parity_gpu_test.log | sort -t: -k2 | tail -4
-for g in cublas auto wgmma cublas auto wgmma; do
+for g in cublas fused wgmma cublas fused wgmma; do
   step "oasr-bench-step, products $g"
   timeout 90 $B/bin/oasr-bench-step --model-dir $M --device cuda --dtype bfloat16 --gemm $g \
     --batches 64,512,2048,8192 --modes graph --reps 10 >> $O/step_$g.txt 2>&1
   grep -E "graph" $O/step_$g.txt | tail -4
 done
-step "ncu per-kernel times of one step at B = 2048 (auto)"
+step "ncu per-kernel times of one step at B = 2048 (fused)"
 timeout 90 ncu --clock-control none --nvtx --nvtx-include "timed/" --metrics gpu__time_duration.sum --csv \
-  $B/bin/oasr-bench-step --model-dir $M --device cuda --dtype bfloat16 --batches 2048 --reps 1 --modes eager \
-  > $O/ncu_step_auto.csv 2> $O/ncu_step_auto.err
-python3 tools/gpu/ncu_summary.py $O/ncu_step_auto.csv | tee $O/profile_2048_auto.txt | head -16
+  $B/bin/oasr-bench-step --model-dir $M --device cuda --dtype bfloat16 --batches 2048 --reps 1 --modes eager --gemm fused \
+  > $O/ncu_step_fused.csv 2> $O/ncu_step_fused.err
+python3 tools/gpu/ncu_summary.py $O/ncu_step_fused.csv | tee $O/profile_2048_fused.txt | head -16
 for t in scheduler_engine_graphs kernels_backend_ops scheduler_engine; do
   r=$(left); [ $r -lt 40 ] && { echo "no time for $t"; continue; }
   step "${t}_gpu_test"
