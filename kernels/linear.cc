@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "kernels/activation.h"
+#include "kernels/norm.h"
 
 #if OASR_WITH_CUDA
 #include "kernels/cuda_gemm.h"
@@ -76,6 +78,7 @@ absl::StatusOr<LinearOp> LinearOp::Create(const float* weight, const float* bias
 }
 
 bool LinearOp::FusesNorms() const {
+  if (cpu_ != nullptr) return options_.activation == Activation::kNone;
 #if OASR_WITH_CUDA
   return cuda_ != nullptr && cuda_->FusesNorms();
 #else
@@ -87,9 +90,17 @@ absl::Status LinearOp::Run(ExecutionContext& ctx, const LinearArgs& args) const 
   if (args.m == 0) return absl::OkStatus();
   const bool norms = args.y_norm_scale != nullptr || args.out_norm_scale != nullptr;
   if (norms && !FusesNorms()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LinearOp [", out_, ", ", in_, "]: norms after the product need no activation, and on ",
+        "CUDA the wgmma kernel (a Hopper GPU, 16-bit, out 256, gemm fused or wgmma)"));
+  }
+  if (norms && (args.y_norm_scale != nullptr) != (args.y_norm_shift != nullptr)) {
+    return absl::InvalidArgumentError("LinearOp: y_norm_scale and y_norm_shift go together");
+  }
+  if (norms && args.out_norm_scale != nullptr &&
+      (args.out_norm_shift == nullptr || args.norm_out == nullptr || args.ld_norm_out < out_)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("LinearOp [", out_, ", ", in_, "]: norms in the epilogue need CUDA's wgmma ",
-                     "kernel (a Hopper GPU, 16-bit, out 256, gemm not cublas)"));
+        "LinearOp: out_norm needs its shift, norm_out and ld_norm_out >= out");
   }
   if (args.m < 0 || args.x == nullptr || args.y == nullptr || args.ldx < in_ || args.ldy < out_) {
     return absl::InvalidArgumentError(absl::StrCat("LinearOp [", out_, ", ", in_, "]: m ", args.m,
@@ -132,6 +143,33 @@ absl::Status LinearOp::RunCpu(ExecutionContext& ctx, const LinearArgs& args) con
       cpu_->ForwardPanels(x, args.m, args.ldx, y, args.ldy, args.accumulate, panels * i / parts,
                           panels * (i + 1) / parts);
     });
+  }
+  if (args.y_norm_scale != nullptr || args.out_norm_scale != nullptr) {
+    // The same norm op the encoder would run after the product, on the
+    // finished rows (here a pass of its own: the panels split the columns).
+    LayerNormParams p;
+    p.x = y;
+    p.x_dtype = DType::kFloat32;
+    p.ldx = args.ldy;
+    p.eps = args.norm_eps;
+    p.rows = args.m;
+    p.d = out_;
+    if (args.y_norm_scale != nullptr) {
+      p.scale = args.y_norm_scale;
+      p.shift = args.y_norm_shift;
+      p.out = y;
+      p.out_dtype = DType::kFloat32;
+      p.ldo = args.ldy;
+      OASR_RETURN_IF_ERROR(LayerNorm(ctx, p));
+    }
+    if (args.out_norm_scale != nullptr) {
+      p.scale = args.out_norm_scale;
+      p.shift = args.out_norm_shift;
+      p.out = args.norm_out;
+      p.out_dtype = DType::kFloat32;
+      p.ldo = args.ld_norm_out;
+      OASR_RETURN_IF_ERROR(LayerNorm(ctx, p));
+    }
   }
   if (options_.activation == Activation::kNone) return absl::OkStatus();
   ActivationParams act;

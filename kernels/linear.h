@@ -60,12 +60,13 @@ struct LinearArgs {
   int64_t m = 0;
   // y += ... instead of y = ... (needs activation kNone).
   bool accumulate = false;
-  // Layer norms of y's finished rows in the product's epilogue (only where
-  // LinearOp::FusesNorms(): CUDA's wgmma kernel, out == 256; float32
-  // statistics): with y_norm, y's rows are stored normed (the residual
-  // stream's final norm); with out_norm, norm_out = that norm of the stored
-  // row, in the op's dtype (the next module's input). Scales and shifts:
-  // [out] float32 on the device.
+  // Layer norms of y's finished rows after the product (only where
+  // LinearOp::FusesNorms(): on CUDA in the wgmma kernel's epilogue, out ==
+  // 256; on the CPU as the norm op after it; float32 statistics): with
+  // y_norm, y's rows are stored normed (the residual stream's final norm);
+  // with out_norm, norm_out = that norm of the stored row, in the op's dtype
+  // (the next module's input). Scales and shifts: [out] float32 on the
+  // op's device.
   const float* y_norm_scale = nullptr;
   const float* y_norm_shift = nullptr;
   const float* out_norm_scale = nullptr;
@@ -97,7 +98,8 @@ class LinearOp {
   // does not fit, or accumulate with an activation. m == 0 does nothing.
   absl::Status Run(ExecutionContext& ctx, const LinearArgs& args) const;
 
-  // Whether Run takes LinearArgs' norms (the product's epilogue computes them).
+  // Whether Run takes LinearArgs' norms: on CUDA where the product's epilogue
+  // computes them (CudaGemm::FusesNorms), on the CPU without an activation.
   bool FusesNorms() const;
 
   int64_t out_features() const { return out_; }

@@ -101,16 +101,17 @@ OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumula
   return c;
 }
 
-// A residual product with layer norms in its epilogue (LinearArgs' norms, the
-// wgmma kernel): x += in W^T + b, then x = LN_final(x) when final_norm, and
-// out = LN_next(x) in the backend's dtype when next_norm. Only where
-// LinearOp::FusesNorms() (16-bit on a Hopper GPU); n is 256.
+// A residual product with the layer norms after it (LinearArgs' norms: the
+// wgmma kernel's epilogue on CUDA, the norm op on the CPU): x += in W^T + b,
+// then x = LN_final(x) when final_norm, and out = LN_next(x) in the
+// backend's dtype when next_norm. Only where LinearOp::FusesNorms() (the
+// CPU; 16-bit on a Hopper GPU); n is 256.
 OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
   constexpr int64_t n = 256;
   OpCase c;
   c.op = "linear";
   c.name = absl::StrCat(m, "x", k, "x", n, " += then", final_norm ? " final norm" : "",
-                        next_norm ? " next norm" : "", " (wgmma epilogue)");
+                        next_norm ? " next norm" : "", " (norms after)");
   c.inputs = [=](uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::vector<float> scale = Random(rng, 2 * n, 0.2f);
@@ -124,7 +125,7 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
   };
   c.low = {"x", "w", "b"};
   c.supported = [=](const Backend& be) {
-    if (!be.ctx->is_cuda() || be.dtype == DType::kFloat32) return false;
+    if (be.ctx->is_cuda() && be.dtype == DType::kFloat32) return false;
     LinearOptions o;
     o.dtype = be.dtype;
     o.gemm = GemmKernel::kFused;
