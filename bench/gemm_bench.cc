@@ -71,6 +71,30 @@ absl::StatusOr<std::vector<float>> ToHost(const Tensor& t) {
   return out;
 }
 
+// max |a - b| over max |a|; infinity where either holds a NaN.
+double RelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - b[i]);
+    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+    mag = std::max(mag, std::fabs(double(a[i])));
+  }
+  return diff / mag;
+}
+
+// Median milliseconds of run(set) over `reps` runs, the input set rotating,
+// after three warm-up runs; NaN when a run fails.
+template <typename Run>
+double TimeRotating(ExecutionContext& ctx, int reps, int sets, const Run& run) {
+  for (int i = 0; i < 3; ++i) (void)run(i % sets);
+  int set = 0;
+  absl::StatusOr<double> t = bench::MedianMs(ctx, reps, [&] {
+    set = (set + 1) % sets;
+    return run(set);
+  });
+  return t.ok() ? *t : NAN;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"oasr-bench-gemm: the encoder's products on cuBLASLt and on the wgmma kernel"};
   std::string rows_list = "1024,8192,32768,131072";
@@ -164,29 +188,19 @@ int Main(int argc, char** argv) {
         }
         got[v] = *ToHost(ys[0]);
       }
-      double diff = 0, mag = 0;
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        const double d = std::fabs(double(got[0][i]) - got[1][i]);
-        diff = std::isnan(d) ? INFINITY : std::max(diff, d);
-        mag = std::max(mag, std::fabs(double(got[0][i])));
-      }
+      const double rel_diff = RelDiff(got[0], got[1]);
       double ms[2];
       for (int v = 0; v < 2; ++v) {
-        int set = 0;
         const kernels::LinearOp& op = v == 0 ? *cublas : *wgmma;
-        for (int i = 0; i < 3; ++i) (void)run(op, i % sets);
-        absl::StatusOr<double> t = bench::MedianMs(ctx, reps, [&] {
-          set = (set + 1) % sets;
-          return run(op, set);
-        });
-        ms[v] = t.ok() ? *t : NAN;
+        ms[v] = TimeRotating(ctx, reps, sets, [&](int set) { return run(op, set); });
       }
       const double flops = 2.0 * m * s.n * s.k;
       const double bytes = 2.0 * (m * s.k + s.n * s.k + m * s.n * (s.accumulate ? 2 : 1));
-      std::printf("%-20s %8lld %6lld %6lld | %10.4f %8.1f %8.0f | %10.4f %8.1f %8.0f | %8.2f %10.2e\n",
-                  s.name, static_cast<long long>(m), static_cast<long long>(s.n),
-                  static_cast<long long>(s.k), ms[0], flops / ms[0] / 1e9, bytes / ms[0] / 1e6,
-                  ms[1], flops / ms[1] / 1e9, bytes / ms[1] / 1e6, ms[0] / ms[1], diff / mag);
+      std::printf(
+          "%-20s %8lld %6lld %6lld | %10.4f %8.1f %8.0f | %10.4f %8.1f %8.0f | %8.2f %10.2e\n",
+          s.name, static_cast<long long>(m), static_cast<long long>(s.n),
+          static_cast<long long>(s.k), ms[0], flops / ms[0] / 1e9, bytes / ms[0] / 1e6, ms[1],
+          flops / ms[1] / 1e9, bytes / ms[1] / 1e6, ms[0] / ms[1], rel_diff);
     }
   }
   // The residual products with the next module's layer norm: cuBLASLt then
@@ -283,26 +297,15 @@ int Main(int argc, char** argv) {
         }
         got[v] = *ToHost(hs[0]);
       }
-      double diff = 0, mag = 0;
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        const double d = std::fabs(double(got[0][i]) - got[1][i]);
-        diff = std::isnan(d) ? INFINITY : std::max(diff, d);
-        mag = std::max(mag, std::fabs(double(got[0][i])));
-      }
+      const double rel_diff = RelDiff(got[0], got[1]);
       double ms[2];
       for (int v = 0; v < 2; ++v) {
-        int set = 0;
-        for (int i = 0; i < 3; ++i) (void)run(v == 1, i % sets);
-        absl::StatusOr<double> t = bench::MedianMs(ctx, reps, [&] {
-          set = (set + 1) % sets;
-          return run(v == 1, set);
-        });
-        ms[v] = t.ok() ? *t : NAN;
+        ms[v] = TimeRotating(ctx, reps, sets, [&](int set) { return run(v == 1, set); });
       }
       std::printf("%-20s %8lld %6lld %6lld | %10.4f | %10.4f | %8.2f %10.2e\n",
                   k == 1024 ? "ffn w2 += , LN" : "attn out += , LN", static_cast<long long>(m),
-                  static_cast<long long>(n), static_cast<long long>(k), ms[0], ms[1],
-                  ms[0] / ms[1], diff / mag);
+                  static_cast<long long>(n), static_cast<long long>(k), ms[0], ms[1], ms[0] / ms[1],
+                  rel_diff);
     }
   }
   return 0;

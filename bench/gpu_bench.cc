@@ -458,12 +458,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"fused", "unfused"}))
       ->capture_default_str();
   std::string gemm = "auto";
-  app.add_option("--gemm", gemm,
-                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its "
-                 "epilogue saves a pass (fused: swish, the layer norms) or everywhere (wgmma), "
-                 "or auto")
-      ->check(CLI::IsMember({"auto", "cublas", "fused", "wgmma"}))
-      ->capture_default_str();
+  app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
       ->capture_default_str();
@@ -475,12 +470,11 @@ int Main(int argc, char** argv) {
   (void)InitLogging("warn");
   settings.model.model_dir = model_dir;
   settings.model.cpu_threads = decode_threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem, gemm); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
   settings.model.fused_feed_forward = ffn == "fused";
-  (void)kernels::ParseGemmKernel(gemm, &settings.model.gemm);
   if (search != "greedy" && search != "beam") {
     std::fprintf(stderr, "--search: %s is neither greedy nor beam\n", search.c_str());
     return 2;

@@ -171,12 +171,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"fused", "unfused"}))
       ->capture_default_str();
   std::string gemm = "auto";
-  app.add_option("--gemm", gemm,
-                 "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its "
-                 "epilogue saves a pass (fused: swish, the layer norms) or everywhere (wgmma), "
-                 "or auto")
-      ->check(CLI::IsMember({"auto", "cublas", "fused", "wgmma"}))
-      ->capture_default_str();
+  app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
   app.add_option(
       "--batches", batches,
       "Comma-separated batch sizes (default: 1,64,512,2048,8192 on CUDA, 1,8,32 on the CPU)");
@@ -194,12 +189,11 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &options, stem); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &options, stem, gemm); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
   options.fused_feed_forward = ffn == "fused";
-  (void)kernels::ParseGemmKernel(gemm, &options.gemm);
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   if (modes.empty()) modes = options.device.is_cuda() ? "eager,graph" : "eager";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);

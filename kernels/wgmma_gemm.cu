@@ -1,20 +1,19 @@
-#include "kernels/wgmma_gemm.h"
-
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
 #include <mutex>
 
 #include "kernels/cuda_common.cuh"
+#include "kernels/wgmma_gemm.h"
 
 namespace oasr::kernels {
 namespace {
 
-constexpr int kBM = 128;      // rows of x a block computes
-constexpr int kBN = 256;      // columns of y a block computes
-constexpr int kBK = 64;       // 64 16-bit elements: one 128-byte swizzle span
-constexpr int kStages = 4;    // shared-memory ring depth
-constexpr int kThreads = 384; // producer warpgroup + two consumer warpgroups
+constexpr int kBM = 128;       // rows of x a block computes
+constexpr int kBN = 256;       // columns of y a block computes
+constexpr int kBK = 64;        // 64 16-bit elements: one 128-byte swizzle span
+constexpr int kStages = 4;     // shared-memory ring depth
+constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kTileBytes = (kBM + kBN) * kBK * 2;
 
 struct alignas(1024) Smem {
@@ -91,10 +90,10 @@ __device__ __forceinline__ void Wgmma(float* d, uint64_t a, uint64_t b, int scal
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "     \
   "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
   "%126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-#define OASR_WGMMA_D8(i)                                                                 \
+#define OASR_WGMMA_D8(i)                                                                      \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
-#define OASR_WGMMA_D                                                                        \
+#define OASR_WGMMA_D                                                                           \
   OASR_WGMMA_D8(0), OASR_WGMMA_D8(8), OASR_WGMMA_D8(16), OASR_WGMMA_D8(24), OASR_WGMMA_D8(32), \
       OASR_WGMMA_D8(40), OASR_WGMMA_D8(48), OASR_WGMMA_D8(56), OASR_WGMMA_D8(64),              \
       OASR_WGMMA_D8(72), OASR_WGMMA_D8(80), OASR_WGMMA_D8(88), OASR_WGMMA_D8(96),              \
@@ -102,15 +101,19 @@ __device__ __forceinline__ void Wgmma(float* d, uint64_t a, uint64_t b, int scal
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        // clang-format off
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " OASR_WGMMA_OPERANDS
         : OASR_WGMMA_D
         : "l"(a), "l"(b), "r"(scale_d));
+    // clang-format on
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        // clang-format off
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " OASR_WGMMA_OPERANDS
         : OASR_WGMMA_D
         : "l"(a), "l"(b), "r"(scale_d));
+    // clang-format on
   }
 #undef OASR_WGMMA_D
 #undef OASR_WGMMA_D8
@@ -257,8 +260,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     int k) {
 #ifdef OASR_WGMMA_DEVICE
   extern __shared__ uint8_t smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                     ~uintptr_t{1023});
+  Smem& s =
+      *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   const int tiles_n = (n + kBN - 1) / kBN;
   const int tiles = ((m + kBM - 1) / kBM) * tiles_n;
   const int k_blocks = (k + kBK - 1) / kBK;
@@ -396,11 +399,12 @@ bool EncodeMap(CUtensorMap* map, DType dtype, const void* base, int64_t rows, in
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * 2)};
   const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(
-      map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      2, const_cast<void*>(base), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map,
+                            dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            2, const_cast<void*>(base), dims, strides, box, element_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 

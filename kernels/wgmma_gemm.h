@@ -25,11 +25,11 @@ namespace oasr::kernels {
 struct WgmmaGemmParams {
   const void* x = nullptr;  // [m, k], row stride ldx (elements, a multiple of 8).
   int64_t ldx = 0;
-  const void* w = nullptr;  // [n, k], rows contiguous (k a multiple of 8).
+  const void* w = nullptr;      // [n, k], rows contiguous (k a multiple of 8).
   const float* bias = nullptr;  // [n] float32, or null.
-  void* y = nullptr;  // [m, n], row stride ldy; must not overlap x.
+  void* y = nullptr;            // [m, n], row stride ldy; must not overlap x.
   int64_t ldy = 0;
-  DType dtype = DType::kBFloat16;  // of x and w: bfloat16 or float16.
+  DType dtype = DType::kBFloat16;    // of x and w: bfloat16 or float16.
   DType y_dtype = DType::kBFloat16;  // dtype, or float32.
   int64_t m = 0, n = 0, k = 0;
   Activation activation = Activation::kNone;

@@ -77,12 +77,17 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text) {
 }
 
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
-                             ModelOptions* options, const std::string& stem) {
+                             ModelOptions* options, const std::string& stem,
+                             const std::string& gemm) {
   OASR_ASSIGN_OR_RETURN(options->device, ResolveDevice(device));
   if (!dtype.empty()) {
     OASR_ASSIGN_OR_RETURN(options->dtype, ParseComputeDType(dtype));
   }
   OASR_ASSIGN_OR_RETURN(options->stem, ParseStemKernel(stem));
+  if (!kernels::ParseGemmKernel(gemm, &options->gemm)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gemm '", gemm, "': expected auto, cublas, fused or wgmma"));
+  }
   return absl::OkStatus();
 }
 

@@ -91,10 +91,16 @@ absl::StatusOr<kernels::StemKernel> ParseStemKernel(const std::string& text);
 // CUDA device this build or machine does not have.
 absl::StatusOr<Device> ResolveDevice(const std::string& text);
 
-// The tools' --device, --dtype and --stem flags into `options`:
+// The tools' --device, --dtype, --stem and --gemm flags into `options`:
 // ResolveDevice, ParseComputeDType unless `dtype` is empty (the device's
-// default then), and ParseStemKernel.
+// default then), ParseStemKernel and kernels::ParseGemmKernel
+// (INVALID_ARGUMENT naming a value it does not know).
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
-                             ModelOptions* options, const std::string& stem = "tensor-cores");
+                             ModelOptions* options, const std::string& stem = "tensor-cores",
+                             const std::string& gemm = "auto");
+// The --gemm flag's help, for the tools that offer it.
+inline constexpr char kGemmFlagHelp[] =
+    "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its epilogue "
+    "saves a pass (fused: swish, the layer norms) or everywhere (wgmma), or auto";
 
 }  // namespace oasr::scheduler

@@ -26,16 +26,28 @@
 namespace oasr::kernels::testing {
 namespace {
 
+// out[0, d) = the layer norm of row[0, d) (eps 1e-5) with scale[i] and
+// shift[i] from `at` on; out may be row.
+void NormRowRef(const double* row, int64_t d, const std::vector<float>& scale,
+                const std::vector<float>& shift, int64_t at, double* out) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < d; ++i) mean += row[i];
+  mean /= d;
+  for (int64_t i = 0; i < d; ++i) var += (row[i] - mean) * (row[i] - mean);
+  const double inv = 1.0 / std::sqrt(var / d + 1e-5);
+  for (int64_t i = 0; i < d; ++i) out[i] = (row[i] - mean) * inv * scale[at + i] + shift[at + i];
+}
+
 // --- linear -------------------------------------------------------------------
 
 OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumulate, bool f32_out,
                   float scale, GemmKernel gemm = GemmKernel::kAuto) {
   OpCase c;
   c.op = "linear";
-  c.name = absl::StrCat(m, "x", k, "x", n, " ", ActivationName(act), accumulate ? " +=" : "",
-                        f32_out ? " ->f32" : "",
-                        scale != 1.0f ? absl::StrCat(" scale ", scale) : "",
-                        gemm != GemmKernel::kAuto ? absl::StrCat(" ", GemmKernelName(gemm)) : "");
+  c.name =
+      absl::StrCat(m, "x", k, "x", n, " ", ActivationName(act), accumulate ? " +=" : "",
+                   f32_out ? " ->f32" : "", scale != 1.0f ? absl::StrCat(" scale ", scale) : "",
+                   gemm != GemmKernel::kAuto ? absl::StrCat(" ", GemmKernelName(gemm)) : "");
   c.inputs = [=](uint64_t seed) {
     std::mt19937_64 rng(seed);
     return Values{{"x", Random(rng, m * k)},
@@ -181,14 +193,7 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
     const auto& w = v.at("w");
     const auto& sc = v.at("scales");
     const auto& sh = v.at("shifts");
-    auto norm = [&](double* row, int64_t at) {
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < n; ++i) mean += row[i];
-      mean /= n;
-      for (int64_t i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
-      const double inv = 1.0 / std::sqrt(var / n + 1e-5);
-      for (int64_t i = 0; i < n; ++i) row[i] = (row[i] - mean) * inv * sc[at + i] + sh[at + i];
-    };
+    auto norm = [&](double* row, int64_t at) { NormRowRef(row, n, sc, sh, at, row); };
     std::vector<double> y = ToDouble(v.at("y")), out(static_cast<size_t>(m * n));
     for (int64_t r = 0; r < m; ++r) {
       double* row = y.data() + r * n;
@@ -546,14 +551,7 @@ OpCase FeedForwardCase(int64_t m, int64_t units, bool final_norm, int block_rows
     const auto& w2 = v.at("w2");
     std::vector<double> x = ToDouble(x0);  // Padding columns and rows past m stay.
     auto norm = [&](double* row, const std::vector<float>& scale, const std::vector<float>& shift,
-                    double* out) {
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < d; ++i) mean += row[i];
-      mean /= d;
-      for (int64_t i = 0; i < d; ++i) var += (row[i] - mean) * (row[i] - mean);
-      const double inv = 1.0 / std::sqrt(var / d + 1e-5);
-      for (int64_t i = 0; i < d; ++i) out[i] = (row[i] - mean) * inv * scale[i] + shift[i];
-    };
+                    double* out) { NormRowRef(row, d, scale, shift, 0, out); };
     std::vector<double> xn(d), h(units);
     for (int64_t r = 0; r < m; ++r) {
       double* row = x.data() + r * ldx;

@@ -52,5 +52,18 @@ TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
   EXPECT_FALSE(SetComputeFlags("cpu", "", &options, "tc").ok());
 }
 
+TEST(ComputeFlagsTest, GemmFlagNamesEveryKernelAndRefusesOthers) {
+  ModelOptions options;
+  EXPECT_EQ(options.gemm, kernels::GemmKernel::kAuto);
+  for (const char* name : {"cublas", "fused", "wgmma", "auto"}) {
+    ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "tensor-cores", name).ok()) << name;
+    EXPECT_STREQ(kernels::GemmKernelName(options.gemm), name);
+  }
+  EXPECT_EQ(SetComputeFlags("cpu", "", &options, "tensor-cores", "cutlass").code(),
+            absl::StatusCode::kInvalidArgument);
+  // Until the wgmma kernel is measured on a GPU, auto is cuBLASLt.
+  EXPECT_EQ(kernels::ResolveGemm(kernels::GemmKernel::kAuto), kernels::GemmKernel::kCublas);
+}
+
 }  // namespace
 }  // namespace oasr::scheduler
