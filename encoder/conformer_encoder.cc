@@ -459,8 +459,7 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
     };
     // With fused norms the embedding's epilogue also norms x for the first
     // module (below).
-    const bool first_norm_fused =
-        fused_norms_ && !layers_.empty() && !layers_[0].fused_ff_macaron;
+    const bool first_norm_fused = fused_norms_ && !layers_.empty() && !layers_[0].fused_ff_macaron;
     if (first_norm_fused) {
       LinearArgs a;
       a.x = src;
@@ -620,8 +619,8 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       cp.d = static_cast<int>(d);
       cp.kernel = static_cast<int>(k1 + 1);
       OASR_RETURN_IF_ERROR(kernels::CausalConv(ctx, cp));
-      OASR_RETURN_IF_ERROR(residual(L.pointwise_conv2, buf.conv_out, d, nullptr,
-                                    L.fused_ff ? nullptr : &L.norm_ff));
+      OASR_RETURN_IF_ERROR(
+          residual(L.pointwise_conv2, buf.conv_out, d, nullptr, L.fused_ff ? nullptr : &L.norm_ff));
 
       if (L.fused_ff) {
         OASR_RETURN_IF_ERROR(fused_feed_forward(*L.fused_ff, L.norm_ff, &L.norm_final));
