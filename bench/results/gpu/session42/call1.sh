@@ -18,6 +18,12 @@ B=/tmp/nb/bundle; export LD_LIBRARY_PATH=$B/lib; M=models/en-conformer-ctc
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee $O/gpu.txt
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 step() { echo "== $* ($(date +%T), $(left) s left)"; }
+step "SASS of the wgmma kernel (cuobjdump)"
+if command -v cuobjdump > /dev/null; then
+  cuobjdump -sass $B/lib/liboasr_kernels.so > $O/kernels.sass 2>&1
+  echo "HGMMA $(grep -c HGMMA $O/kernels.sass), UTMALDG $(grep -c UTMALDG $O/kernels.sass), LDL/STL $(grep -cE 'LDL|STL' $O/kernels.sass)"
+  gzip -9 $O/kernels.sass
+fi
 step "kernel harness: linear cases"
 timeout 90 $B/bin/kernels_backend_ops_gpu_test --gtest_color=no --gtest_filter='*linear*' > $O/linear_cases.log 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|error .* > bound" $O/linear_cases.log | head -12
