@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -63,7 +65,15 @@ absl::StatusOr<Tensor> Device16(ExecutionContext& ctx, const std::vector<float>&
   return dev;
 }
 
+// The copies here run on the legacy stream, the ops on the context's
+// non-blocking one: every check waits for the whole device between them.
+absl::Status Sync() {
+  const cudaError_t e = cudaDeviceSynchronize();
+  return e == cudaSuccess ? absl::OkStatus() : absl::InternalError(cudaGetErrorString(e));
+}
+
 absl::StatusOr<std::vector<float>> ToHost(const Tensor& t) {
+  OASR_RETURN_IF_ERROR(Sync());
   OASR_ASSIGN_OR_RETURN(Tensor h, Tensor::Empty(t.shape(), t.dtype()));
   OASR_RETURN_IF_ERROR(CopyTensor(h.view(), t.view()));
   std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -182,6 +192,7 @@ int Main(int argc, char** argv) {
           fresh = Device16(ctx, nan);
         }
         (void)CopyTensor(ys[0].view(), fresh->view());
+        if (absl::Status st = Sync(); !st.ok()) return 1;
         if (absl::Status st = run(v == 0 ? *cublas : *wgmma, 0); !st.ok()) {
           std::fprintf(stderr, "%s\n", st.ToString().c_str());
           return 1;
@@ -291,6 +302,7 @@ int Main(int argc, char** argv) {
         std::vector<float> nan(static_cast<size_t>(m * n), std::nanf(""));
         absl::StatusOr<Tensor> poison = Device16(ctx, nan);
         (void)CopyTensor(hs[0].view(), poison->view());
+        if (absl::Status st = Sync(); !st.ok()) return 1;
         if (absl::Status st = run(v == 1, 0); !st.ok()) {
           std::fprintf(stderr, "%s\n", st.ToString().c_str());
           return 1;

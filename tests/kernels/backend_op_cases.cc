@@ -108,6 +108,10 @@ OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumula
     }
     return Reference{{"y", y}};
   };
+  // 16-bit swish on cuBLASLt (kCublas, and every kernel on a GPU without
+  // wgmma) rounds the product to the dtype before swish: one more rounding
+  // than the plain reference (seen at 1.005x its bound on an H100).
+  if (act == Activation::kSwish) c.low_tolerance = 1e-3;
   c.flops = 2.0 * m * k * n;
   c.bytes = 2.0 * (m * k + k * n + m * n);
   return c;
