@@ -29,9 +29,11 @@ namespace oasr::kernels {
 // Where the wgmma kernel cannot run, all three are cuBLASLt. kAuto is
 // kAutoGemm. The CPU ignores it.
 enum class GemmKernel : uint8_t { kAuto, kCublas, kFused, kWgmma };
-// kCublas until the wgmma kernel has been measured against cuBLASLt on a
-// GPU (bench/results/gpu-scale.md, session 42: written and CPU-tested, no
-// GPU was lent to run it); the benches' --gemm fused / wgmma select it.
+// kCublas: on an H100 the wgmma kernel is correct but its products are
+// slower than cuBLASLt's at the model's k = 256 (its epilogue does not
+// overlap the next tile's products); the fused norms alone pay, the chunk
+// step is even (bench/results/gpu-scale.md, session 42). The benches'
+// --gemm fused / wgmma select it.
 inline constexpr GemmKernel kAutoGemm = GemmKernel::kCublas;
 inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
   return g == GemmKernel::kAuto ? kAutoGemm : g;
