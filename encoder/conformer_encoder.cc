@@ -457,25 +457,6 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       a.accumulate = accumulate;
       return op.Run(ctx, a);
     };
-    // With fused norms the embedding's epilogue also norms x for the first
-    // module (below).
-    const bool first_norm_fused = fused_norms_ && !layers_.empty() && !layers_[0].fused_ff_macaron;
-    if (first_norm_fused) {
-      LinearArgs a;
-      a.x = src;
-      a.ldx = wf * d;
-      a.y = buf.x;
-      a.ldy = d;
-      a.y_dtype = DType::kFloat32;
-      a.m = m;
-      a.out_norm_scale = layers_[0].norm_ff_macaron.scale;
-      a.out_norm_shift = layers_[0].norm_ff_macaron.shift;
-      a.norm_out = buf.h;
-      a.ld_norm_out = d;
-      OASR_RETURN_IF_ERROR(embed_out_.Run(ctx, a));
-    } else {
-      OASR_RETURN_IF_ERROR(run(embed_out_, src, wf * d, buf.x, d, DType::kFloat32, false));
-    }
     auto norm = [&](const Norm& n, void* out, DType out_dtype) {
       kernels::LayerNormParams p;
       p.x = buf.x;
@@ -490,13 +471,12 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       p.d = d;
       return kernels::LayerNorm(ctx, p);
     };
-    // x += op(in); with fused norms, also buf.h = next(x) after x =
-    // final(x) when given, in the product's epilogue; without, the norms as
-    // passes of their own.
-    auto residual = [&](const LinearOp& op, const void* in, int64_t ld_in, const Norm* final,
-                        const Norm* next) -> absl::Status {
+    // x (+)= op(in); then x = final(x) and buf.h = next(x) when given: in
+    // the product's epilogue with fused norms, else as passes of their own.
+    auto into_x = [&](const LinearOp& op, const void* in, int64_t ld_in, bool accumulate,
+                      const Norm* final, const Norm* next) -> absl::Status {
       if (!fused_norms_) {
-        OASR_RETURN_IF_ERROR(run(op, in, ld_in, buf.x, d, DType::kFloat32, true));
+        OASR_RETURN_IF_ERROR(run(op, in, ld_in, buf.x, d, DType::kFloat32, accumulate));
         if (final != nullptr) OASR_RETURN_IF_ERROR(norm(*final, buf.x, DType::kFloat32));
         return next != nullptr ? norm(*next, buf.h, dt) : absl::OkStatus();
       }
@@ -507,7 +487,7 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       a.ldy = d;
       a.y_dtype = DType::kFloat32;
       a.m = m;
-      a.accumulate = true;
+      a.accumulate = accumulate;
       if (final != nullptr) {
         a.y_norm_scale = final->scale;
         a.y_norm_shift = final->shift;
@@ -520,6 +500,13 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       }
       return op.Run(ctx, a);
     };
+    auto residual = [&](const LinearOp& op, const void* in, int64_t ld_in, const Norm* final,
+                        const Norm* next) { return into_x(op, in, ld_in, true, final, next); };
+    // The embedding; it leaves the first module's input norm in buf.h
+    // unless that module is fused and norms x itself.
+    OASR_RETURN_IF_ERROR(into_x(
+        embed_out_, src, wf * d, false, nullptr,
+        !layers_.empty() && !layers_[0].fused_ff_macaron ? &layers_[0].norm_ff_macaron : nullptr));
     // The feed-forward module; its input norm is already in buf.h.
     auto feed_forward = [&](const LinearOp& w1, const LinearOp& w2, const Norm* final,
                             const Norm* next) -> absl::Status {
@@ -545,12 +532,8 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
     const size_t pool_layer = static_cast<size_t>(kv.num_blocks) * kv.block_size * d * es;
     const size_t state_layer = static_cast<size_t>(conv.num_slots * k1 * d) * es;
     const Norm after_norm{after_norm_scale_, after_norm_shift_};
-    // Each residual product leaves the next module's input norm in buf.h
-    // (in its epilogue when fused_norms_); the fused feed-forward modules
-    // norm x themselves.
-    if (!layers_.empty() && !layers_[0].fused_ff_macaron && !first_norm_fused) {
-      OASR_RETURN_IF_ERROR(norm(layers_[0].norm_ff_macaron, buf.h, dt));
-    }
+    // Each residual product leaves the next module's input norm in buf.h;
+    // the fused feed-forward modules norm x themselves.
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
       const Norm& next_layer_norm =
