@@ -159,10 +159,17 @@ bool CudaGemm::FusesNorms() const {
          out_ == 256 && WgmmaGemmAvailable();
 }
 
+bool CudaGemm::NormsInEpilogue(const ExecutionContext& ctx, int64_t m) const {
+  if (!FusesNorms()) return false;
+  if (ResolveGemm(options_.gemm) != GemmKernel::kNorms) return true;
+  return m >= int64_t{kWgmmaNormsMinTiles} * kWgmmaTileRows * ctx.multiprocessors();
+}
+
 bool CudaGemm::RunWgmma(ExecutionContext& ctx, const LinearArgs& args) {
   const bool norms = args.y_norm_scale != nullptr || args.out_norm_scale != nullptr;
   const GemmKernel g = ResolveGemm(options_.gemm);
   if (g == GemmKernel::kCublas) return false;
+  if (g == GemmKernel::kNorms && !norms) return false;
   if (g == GemmKernel::kFused && options_.activation != Activation::kSwish && !norms) return false;
   WgmmaGemmParams p;
   p.x = args.x;

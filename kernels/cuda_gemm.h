@@ -28,9 +28,13 @@ class CudaGemm {
   // by LinearOp::Run. INTERNAL when cuBLASLt finds no algorithm or fails.
   absl::Status Run(ExecutionContext& ctx, const LinearArgs& args);
 
-  // Whether Run takes LinearArgs' norms: the wgmma kernel is available and
-  // allowed, a 16-bit dtype, out == 256.
+  // Whether LinearOp::Run takes LinearArgs' norms: the wgmma kernel is
+  // available and allowed, a 16-bit dtype, out == 256.
   bool FusesNorms() const;
+  // Whether the wgmma kernel's epilogue computes them for m rows (else
+  // LinearOp::Run runs the norm op after cuBLASLt's product): always with
+  // kFused and kWgmma, from a wave of tiles up with kNorms.
+  bool NormsInEpilogue(const ExecutionContext& ctx, int64_t m) const;
 
   // Plans made so far (one per distinct m, strides, output dtype and mode).
   size_t num_plans() const { return plans_.size(); }

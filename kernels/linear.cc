@@ -17,10 +17,47 @@ namespace oasr::kernels {
 class CudaGemm {};  // Never made without CUDA; complete for unique_ptr.
 #endif
 
+namespace {
+
+// LinearArgs' norms as the norm op after the product, on y's finished rows
+// (the op the encoder would run after it): y_norm in place on y, out_norm
+// into norm_out in norm_dtype.
+absl::Status RunNorms(ExecutionContext& ctx, const LinearArgs& args, int64_t out,
+                      DType norm_dtype) {
+  LayerNormParams p;
+  p.x = args.y;
+  p.x_dtype = args.y_dtype;
+  p.ldx = args.ldy;
+  p.eps = args.norm_eps;
+  p.rows = args.m;
+  p.d = out;
+  if (args.y_norm_scale != nullptr) {
+    p.scale = args.y_norm_scale;
+    p.shift = args.y_norm_shift;
+    p.out = args.y;
+    p.out_dtype = args.y_dtype;
+    p.ldo = args.ldy;
+    OASR_RETURN_IF_ERROR(LayerNorm(ctx, p));
+  }
+  if (args.out_norm_scale != nullptr) {
+    p.scale = args.out_norm_scale;
+    p.shift = args.out_norm_shift;
+    p.out = args.norm_out;
+    p.out_dtype = norm_dtype;
+    p.ldo = args.ld_norm_out;
+    OASR_RETURN_IF_ERROR(LayerNorm(ctx, p));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 const char* GemmKernelName(GemmKernel g) {
   switch (g) {
     case GemmKernel::kCublas:
       return "cublas";
+    case GemmKernel::kNorms:
+      return "norms";
     case GemmKernel::kFused:
       return "fused";
     case GemmKernel::kWgmma:
@@ -32,7 +69,8 @@ const char* GemmKernelName(GemmKernel g) {
 
 bool ParseGemmKernel(const std::string& name, GemmKernel* out) {
   for (GemmKernel g :
-       {GemmKernel::kAuto, GemmKernel::kCublas, GemmKernel::kFused, GemmKernel::kWgmma}) {
+       {GemmKernel::kAuto, GemmKernel::kCublas, GemmKernel::kNorms, GemmKernel::kFused,
+        GemmKernel::kWgmma}) {
     if (name == GemmKernelName(g)) {
       *out = g;
       return true;
@@ -92,7 +130,7 @@ absl::Status LinearOp::Run(ExecutionContext& ctx, const LinearArgs& args) const 
   if (norms && !FusesNorms()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LinearOp [", out_, ", ", in_, "]: norms after the product need no activation, and on ",
-        "CUDA the wgmma kernel (a Hopper GPU, 16-bit, out 256, gemm fused or wgmma)"));
+        "CUDA the wgmma kernel (a Hopper GPU, 16-bit, out 256, gemm norms, fused or wgmma)"));
   }
   if (norms && (args.y_norm_scale != nullptr) != (args.y_norm_shift != nullptr)) {
     return absl::InvalidArgumentError("LinearOp: y_norm_scale and y_norm_shift go together");
@@ -122,6 +160,15 @@ absl::Status LinearOp::Run(ExecutionContext& ctx, const LinearArgs& args) const 
   }
   if (cpu_ != nullptr) return RunCpu(ctx, args);
 #if OASR_WITH_CUDA
+  if (norms && !cuda_->NormsInEpilogue(ctx, args.m)) {
+    // cuBLASLt's product, then the norm passes.
+    LinearArgs product = args;
+    product.y_norm_scale = product.y_norm_shift = nullptr;
+    product.out_norm_scale = product.out_norm_shift = nullptr;
+    product.norm_out = nullptr;
+    OASR_RETURN_IF_ERROR(cuda_->Run(ctx, product));
+    return RunNorms(ctx, args, out_, options_.dtype);
+  }
   return cuda_->Run(ctx, args);
 #else
   return absl::UnavailableError("LinearOp: built without CUDA");
@@ -144,33 +191,7 @@ absl::Status LinearOp::RunCpu(ExecutionContext& ctx, const LinearArgs& args) con
                           panels * (i + 1) / parts);
     });
   }
-  if (args.y_norm_scale != nullptr || args.out_norm_scale != nullptr) {
-    // The same norm op the encoder would run after the product, on the
-    // finished rows (here a pass of its own: the panels split the columns).
-    LayerNormParams p;
-    p.x = y;
-    p.x_dtype = DType::kFloat32;
-    p.ldx = args.ldy;
-    p.eps = args.norm_eps;
-    p.rows = args.m;
-    p.d = out_;
-    if (args.y_norm_scale != nullptr) {
-      p.scale = args.y_norm_scale;
-      p.shift = args.y_norm_shift;
-      p.out = y;
-      p.out_dtype = DType::kFloat32;
-      p.ldo = args.ldy;
-      OASR_RETURN_IF_ERROR(LayerNorm(ctx, p));
-    }
-    if (args.out_norm_scale != nullptr) {
-      p.scale = args.out_norm_scale;
-      p.shift = args.out_norm_shift;
-      p.out = args.norm_out;
-      p.out_dtype = DType::kFloat32;
-      p.ldo = args.ld_norm_out;
-      OASR_RETURN_IF_ERROR(LayerNorm(ctx, p));
-    }
-  }
+  OASR_RETURN_IF_ERROR(RunNorms(ctx, args, out_, DType::kFloat32));
   if (options_.activation == Activation::kNone) return absl::OkStatus();
   ActivationParams act;
   act.x = y;

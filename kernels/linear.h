@@ -21,14 +21,18 @@
 
 namespace oasr::kernels {
 
-// Which CUDA kernel computes a 16-bit product. kCublas: cuBLASLt. kFused:
+// Which CUDA kernel computes a 16-bit product. kCublas: cuBLASLt. kNorms:
 // the project's wgmma kernel (wgmma_gemm.h; built for sm_90a, run on a
-// Hopper GPU) for the products whose epilogue saves a pass -- swish's, and
-// the residual products that take the next layer norm (LinearArgs' norms)
-// -- cuBLASLt for the rest. kWgmma: the wgmma kernel wherever it can run.
-// Where the wgmma kernel cannot run, all three are cuBLASLt. kAuto is
-// kAutoGemm. The CPU ignores it.
-enum class GemmKernel : uint8_t { kAuto, kCublas, kFused, kWgmma };
+// Hopper GPU) for the residual products that take the next layer norm
+// (LinearArgs' norms) when m fills a wave of its tiles (m >=
+// kWgmmaNormsMinTiles * 128 * multiprocessors), cuBLASLt and the norm
+// passes below that and for every other product. kFused: the wgmma kernel
+// for every product whose epilogue saves a pass -- those, and swish's --
+// whatever m. kWgmma: the wgmma kernel wherever it can run. Where the wgmma
+// kernel cannot run, all are cuBLASLt. kAuto is kAutoGemm. The CPU ignores
+// it.
+enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma };
+inline constexpr int kWgmmaNormsMinTiles = 1;
 // kCublas: on an H100 the wgmma kernel is correct but its products are
 // slower than cuBLASLt's at the model's k = 256 (its epilogue does not
 // overlap the next tile's products); the fused norms alone pay, the chunk
@@ -39,7 +43,7 @@ inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
   return g == GemmKernel::kAuto ? kAutoGemm : g;
 }
 const char* GemmKernelName(GemmKernel g);
-// "auto", "cublas", "fused" or "wgmma"; false for anything else.
+// "auto", "cublas", "norms", "fused" or "wgmma"; false for anything else.
 bool ParseGemmKernel(const std::string& name, GemmKernel* out);
 
 struct LinearOptions {
@@ -64,7 +68,8 @@ struct LinearArgs {
   bool accumulate = false;
   // Layer norms of y's finished rows after the product (only where
   // LinearOp::FusesNorms(): on CUDA in the wgmma kernel's epilogue, out ==
-  // 256; on the CPU as the norm op after it; float32 statistics): with
+  // 256, or as the norm op after cuBLASLt where the GemmKernel says so; on
+  // the CPU as the norm op after it; float32 statistics): with
   // y_norm, y's rows are stored normed (the residual stream's final norm);
   // with out_norm, norm_out = that norm of the stored row, in the op's dtype
   // (the next module's input). Scales and shifts: [out] float32 on the

@@ -22,6 +22,9 @@
 
 namespace oasr::kernels {
 
+// Rows of x a block computes at a time (its tile is 128 x 256).
+inline constexpr int kWgmmaTileRows = 128;
+
 struct WgmmaGemmParams {
   const void* x = nullptr;  // [m, k], row stride ldx (elements, a multiple of 8).
   int64_t ldx = 0;

@@ -101,6 +101,7 @@ absl::Status SetComputeFlags(const std::string& device, const std::string& dtype
 // The --gemm flag's help, for the tools that offer it.
 inline constexpr char kGemmFlagHelp[] =
     "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its epilogue "
-    "saves a pass (fused: swish, the layer norms) or everywhere (wgmma), or auto";
+    "saves a pass (norms: the residual products' layer norms from a wave of tiles up; fused: "
+    "those and swish's) or everywhere (wgmma), or auto";
 
 }  // namespace oasr::scheduler

@@ -219,6 +219,12 @@ TEST_P(GoldenParityTest, FusedEpiloguesMatchCublas) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   ExpectGemmMatchesCublas(GetParam(), kernels::GemmKernel::kFused);
 }
+// kNorms: these small cohorts are below a wave of the kernel's tiles, so
+// the norm op runs after cuBLASLt's product inside LinearOp.
+TEST_P(GoldenParityTest, NormsPolicyMatchesCublas) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  ExpectGemmMatchesCublas(GetParam(), kernels::GemmKernel::kNorms);
+}
 TEST_P(GoldenParityTest, WgmmaProductsMatchCublas) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   ExpectGemmMatchesCublas(GetParam(), kernels::GemmKernel::kWgmma);

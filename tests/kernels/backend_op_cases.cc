@@ -121,13 +121,15 @@ OpCase LinearCase(int64_t m, int64_t k, int64_t n, Activation act, bool accumula
 // wgmma kernel's epilogue on CUDA, the norm op on the CPU): x += in W^T + b,
 // then x = LN_final(x) when final_norm, and out = LN_next(x) in the
 // backend's dtype when next_norm. Only where LinearOp::FusesNorms() (the
-// CPU; 16-bit on a Hopper GPU); n is 256.
-OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
+// CPU; 16-bit on a Hopper GPU); n is 256. kNorms takes the epilogue from
+// a wave of tiles up (the last case's m), the norm op after cuBLASLt below.
+OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm,
+                      GemmKernel gemm = GemmKernel::kFused) {
   constexpr int64_t n = 256;
   OpCase c;
   c.op = "linear";
   c.name = absl::StrCat(m, "x", k, "x", n, " += then", final_norm ? " final norm" : "",
-                        next_norm ? " next norm" : "", " (norms after)");
+                        next_norm ? " next norm" : "", " (norms after, ", GemmKernelName(gemm), ")");
   c.inputs = [=](uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::vector<float> scale = Random(rng, 2 * n, 0.2f);
@@ -144,7 +146,7 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
     if (be.ctx->is_cuda() && be.dtype == DType::kFloat32) return false;
     LinearOptions o;
     o.dtype = be.dtype;
-    o.gemm = GemmKernel::kFused;
+    o.gemm = gemm;
     std::vector<float> w(n * 8, 0.0f);
     absl::StatusOr<LinearOp> probe = LinearOp::Create(w.data(), nullptr, n, 8, o, *be.ctx);
     return probe.ok() && probe->FusesNorms();
@@ -153,7 +155,7 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm) {
     auto inst = std::make_unique<Instance>(be);
     LinearOptions o;
     o.dtype = be.dtype;
-    o.gemm = GemmKernel::kFused;
+    o.gemm = gemm;
     auto op = std::make_shared<LinearOp>();
     OASR_ASSIGN_OR_RETURN(*op,
                           LinearOp::Create(v.at("w").data(), v.at("b").data(), n, k, o, *be.ctx));
@@ -970,6 +972,8 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LinearNormCase(300, 1024, false, true));
   cases.push_back(LinearNormCase(1000, 256, true, true));
   cases.push_back(LinearNormCase(129, 256, true, false));
+  cases.push_back(LinearNormCase(1000, 256, true, true, GemmKernel::kNorms));
+  cases.push_back(LinearNormCase(132 * 128 + 77, 256, false, true, GemmKernel::kNorms));
   // Subsampling stages: the first (one channel, float32 features) and the
   // second (256 channels) of conv2d, conv2d6's 5x5 stride 3.
   cases.push_back(Conv2dCase(1, 67, 80, 1, 256, 3, 2));
