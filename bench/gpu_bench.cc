@@ -459,6 +459,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   std::string gemm = "auto";
   app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
+  std::string kv_dtype = "auto";
+  app.add_option("--kv-dtype", kv_dtype, kKvDTypeFlagHelp)->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
   app.add_option("--offline-seconds", offline_seconds, "Seconds per offline utterance")
       ->capture_default_str();
@@ -470,7 +472,7 @@ int Main(int argc, char** argv) {
   (void)InitLogging("warn");
   settings.model.model_dir = model_dir;
   settings.model.cpu_threads = decode_threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem, gemm); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem, gemm, kv_dtype); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }

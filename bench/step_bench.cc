@@ -172,6 +172,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   std::string gemm = "auto";
   app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
+  std::string kv_dtype = "auto";
+  app.add_option("--kv-dtype", kv_dtype, kKvDTypeFlagHelp)->capture_default_str();
   app.add_option(
       "--batches", batches,
       "Comma-separated batch sizes (default: 1,64,512,2048,8192 on CUDA, 1,8,32 on the CPU)");
@@ -189,7 +191,7 @@ int Main(int argc, char** argv) {
   ModelOptions options;
   options.model_dir = model_dir;
   options.cpu_threads = threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &options, stem, gemm); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &options, stem, gemm, kv_dtype); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }

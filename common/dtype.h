@@ -7,7 +7,18 @@
 
 namespace oasr {
 
-enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt16 };
+// kFloat8E4M3: 8-bit floats (1 sign, 4 exponent bits of bias 7, 3 mantissa
+// bits; no infinities, largest 448), the storage of an 8-bit K/V pool.
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kInt16,
+  kFloat8E4M3
+};
 
 // Bytes per element.
 constexpr size_t DTypeSize(DType dtype) {
@@ -22,6 +33,7 @@ constexpr size_t DTypeSize(DType dtype) {
     case DType::kInt64:
       return 8;
     case DType::kUInt8:
+    case DType::kFloat8E4M3:
       return 1;
   }
   return 0;
@@ -43,6 +55,8 @@ constexpr const char* DTypeName(DType dtype) {
       return "uint8";
     case DType::kInt16:
       return "int16";
+    case DType::kFloat8E4M3:
+      return "float8_e4m3";
   }
   return "unknown";
 }

@@ -91,6 +91,13 @@ absl::StatusOr<std::unique_ptr<ConformerEncoder>> ConformerEncoder::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "ConformerEncoder: the CPU computes in float32, not ", DTypeName(options.dtype)));
   }
+  if (options.kv_fp8 && ctx->is_cuda() &&
+      (options.dtype == DType::kFloat32 || model->config().head_dim() % 16 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ConformerEncoder: a float8 K/V pool on CUDA needs a 16-bit dtype (got ",
+        DTypeName(options.dtype), ") and head dims a multiple of 16 (got ",
+        model->config().head_dim(), ")"));
+  }
   std::unique_ptr<ConformerEncoder> encoder(new ConformerEncoder(model, ctx, options));
   OASR_RETURN_IF_ERROR(encoder->Init());
   return encoder;
@@ -529,7 +536,8 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       return op.Run(ctx, a);
     };
     const size_t es = DTypeSize(dt);
-    const size_t pool_layer = static_cast<size_t>(kv.num_blocks) * kv.block_size * d * es;
+    const size_t pool_layer =
+        static_cast<size_t>(kv.num_blocks) * kv.block_size * d * DTypeSize(kv_dtype());
     const size_t state_layer = static_cast<size_t>(conv.num_slots * k1 * d) * es;
     const Norm after_norm{after_norm_scale_, after_norm_shift_};
     // Each residual product leaves the next module's input norm in buf.h;
@@ -554,6 +562,7 @@ absl::Status ConformerEncoder::ForwardCohort(const CohortInputs& in, const Paged
       ap.pos_bias_v = L.pos_bias_v;
       ap.k_pool = static_cast<char*>(kv.k) + l * pool_layer;
       ap.v_pool = static_cast<char*>(kv.v) + l * pool_layer;
+      ap.pool_fp8 = options_.kv_fp8;
       ap.num_blocks = kv.num_blocks;
       ap.block_size = kv.block_size;
       ap.block_table = kv.block_table;
@@ -801,8 +810,8 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
 
   ExecutionContext& ctx = *ctx_;
   const DType dt = options_.dtype;
-  OASR_ASSIGN_OR_RETURN(Tensor k_dev, ToDevice(ctx, k_host, dt));
-  OASR_ASSIGN_OR_RETURN(Tensor v_dev, ToDevice(ctx, v_host, dt));
+  OASR_ASSIGN_OR_RETURN(Tensor k_dev, ToDevice(ctx, k_host, kv_dtype()));
+  OASR_ASSIGN_OR_RETURN(Tensor v_dev, ToDevice(ctx, v_host, kv_dtype()));
   OASR_ASSIGN_OR_RETURN(Tensor state_dev, ToDevice(ctx, state, dt));
   OASR_ASSIGN_OR_RETURN(Tensor feats_dev, ToDevice(ctx, feats, DType::kFloat32));
   OASR_ASSIGN_OR_RETURN(Tensor slots_dev, IntsToDevice(ctx, slots));
@@ -845,8 +854,8 @@ absl::StatusOr<std::vector<DenseChunkOutput>> ConformerEncoder::ForwardChunks(
 
   OASR_ASSIGN_OR_RETURN(std::vector<float> lp, ToHost(ctx, log_probs, DType::kFloat32));
   OASR_ASSIGN_OR_RETURN(std::vector<float> eo, ToHost(ctx, encoder_out, DType::kFloat32));
-  OASR_ASSIGN_OR_RETURN(std::vector<float> k_out, ToHost(ctx, k_dev, dt));
-  OASR_ASSIGN_OR_RETURN(std::vector<float> v_out, ToHost(ctx, v_dev, dt));
+  OASR_ASSIGN_OR_RETURN(std::vector<float> k_out, ToHost(ctx, k_dev, kv_dtype()));
+  OASR_ASSIGN_OR_RETURN(std::vector<float> v_out, ToHost(ctx, v_dev, kv_dtype()));
   OASR_ASSIGN_OR_RETURN(std::vector<float> state_out, ToHost(ctx, state_dev, dt));
   std::vector<DenseChunkOutput> outputs(batch);
   for (int b = 0; b < batch; ++b) {

@@ -52,6 +52,12 @@ struct EncoderOptions {
   // With kFused or kWgmma on a Hopper GPU, swish and the layer norms after
   // the residual products run in the products' epilogues.
   kernels::GemmKernel gemm = kernels::GemmKernel::kAuto;
+  // The K/V pool in float8 e4m3 instead of dtype: half the pool's memory
+  // (a bfloat16 pool is ~90 % of a stream's device memory) and of the
+  // attention's reads. Each chunk attends to its own K/V unrounded; they are
+  // rounded (to nearest even, saturating at +-448) as they go into the pool.
+  // The CPU, and CUDA in 16 bits with head dims a multiple of 16.
+  bool kv_fp8 = false;
 
   // Ranges: max_table_positions in [256, 2^24]; dtype one of the three.
   absl::Status Validate() const;
@@ -75,7 +81,7 @@ struct CohortInputs {
 
 // The paged K/V pool (flash-attention's contract) and its tables. Non-owning.
 struct PagedKv {
-  // [layers, num_blocks, block_size, heads, d_k] in the encoder's dtype.
+  // [layers, num_blocks, block_size, heads, d_k] in the encoder's kv_dtype().
   void* k = nullptr;
   void* v = nullptr;
   int64_t num_blocks = 0;  // Physical blocks (scratch blocks included).
@@ -132,6 +138,8 @@ class ConformerEncoder {
 
   const ModelConfig& config() const { return model_->config(); }
   DType dtype() const { return options_.dtype; }
+  // The K/V pool's dtype: float8 e4m3 with EncoderOptions::kv_fp8, else dtype().
+  DType kv_dtype() const { return options_.kv_fp8 ? DType::kFloat8E4M3 : options_.dtype; }
   ExecutionContext& context() const { return *ctx_; }
 
   // Encoder frames a window of `feature_frames` produces (0 when too short).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/half.h"
 #include "kernels/cpu_math.h"
 
 namespace oasr::kernels {
@@ -66,6 +67,8 @@ void AttendRowHead(const PagedAttentionParams& p, int64_t b, int64_t head) {
   const int32_t* table = p.block_table + static_cast<int64_t>(slot) * p.table_stride;
   float* k_pool = static_cast<float*>(p.k_pool);
   float* v_pool = static_cast<float*>(p.v_pool);
+  uint8_t* k8 = static_cast<uint8_t*>(p.k_pool);
+  uint8_t* v8 = static_cast<uint8_t*>(p.v_pool);
   const float* qkv = static_cast<const float*>(p.qkv) + b * p.chunk * p.ld_qkv;
   float* out = static_cast<float*>(p.out) + b * p.chunk * p.ldo + head * dk;
   for (int64_t i = c; i < p.chunk; ++i) std::fill(out + i * p.ldo, out + i * p.ldo + dk, 0.0f);
@@ -76,11 +79,17 @@ void AttendRowHead(const PagedAttentionParams& p, int64_t b, int64_t head) {
     const int64_t pos = t1 + i;
     const int64_t dst =
         ((static_cast<int64_t>(table[pos / bs]) * bs + pos % bs) * heads + head) * dk;
-    std::memcpy(k_pool + dst, qkv + i * p.ld_qkv + d + head * dk, dk * sizeof(float));
-    std::memcpy(v_pool + dst, qkv + i * p.ld_qkv + 2 * d + head * dk, dk * sizeof(float));
+    const float* k = qkv + i * p.ld_qkv + d + head * dk;
+    if (p.pool_fp8) {
+      ConvertFromFloat(k, dk, DType::kFloat8E4M3, k8 + dst);
+      ConvertFromFloat(k + d, dk, DType::kFloat8E4M3, v8 + dst);
+    } else {
+      std::memcpy(k_pool + dst, k, dk * sizeof(float));
+      std::memcpy(v_pool + dst, k + d, dk * sizeof(float));
+    }
   }
 
-  thread_local std::vector<float> q_u, q_v, scores, pe, projected;
+  thread_local std::vector<float> q_u, q_v, scores, pe, projected, k_rows, v_rows;
   thread_local std::vector<KvSegment> kv;
   thread_local std::vector<PosSegment> pos;
   q_u.resize(static_cast<size_t>(c * dk));
@@ -96,9 +105,28 @@ void AttendRowHead(const PagedAttentionParams& p, int64_t b, int64_t head) {
     }
   }
   kv.clear();
-  for (int64_t start = 0; start < total; start += bs) {
-    const int64_t base = static_cast<int64_t>(table[start / bs]) * bs * d + head * dk;
-    kv.push_back(KvSegment{k_pool + base, v_pool + base, std::min(bs, total - start), d});
+  if (p.pool_fp8) {
+    // The history read back from the pool as floats, the chunk's own K/V as
+    // computed.
+    k_rows.resize(static_cast<size_t>(total * dk));
+    v_rows.resize(static_cast<size_t>(total * dk));
+    for (int64_t j = 0; j < total; ++j) {
+      if (j < t1) {
+        const int64_t at = ((static_cast<int64_t>(table[j / bs]) * bs + j % bs) * heads + head) * dk;
+        ConvertToFloat(k8 + at, dk, DType::kFloat8E4M3, k_rows.data() + j * dk);
+        ConvertToFloat(v8 + at, dk, DType::kFloat8E4M3, v_rows.data() + j * dk);
+      } else {
+        const float* k = qkv + (j - t1) * p.ld_qkv + d + head * dk;
+        std::copy(k, k + dk, k_rows.data() + j * dk);
+        std::copy(k + d, k + d + dk, v_rows.data() + j * dk);
+      }
+    }
+    kv.push_back(KvSegment{k_rows.data(), v_rows.data(), total, dk});
+  } else {
+    for (int64_t start = 0; start < total; start += bs) {
+      const int64_t base = static_cast<int64_t>(table[start / bs]) * bs * d + head * dk;
+      kv.push_back(KvSegment{k_pool + base, v_pool + base, std::min(bs, total - start), d});
+    }
   }
   pos.clear();
   const int64_t first = p.offsets[b] - t1, end = p.offsets[b] + c;
@@ -172,6 +200,12 @@ absl::Status PagedAttention(ExecutionContext& ctx, const PagedAttentionParams& p
     return absl::OkStatus();
   }
 #if OASR_WITH_CUDA
+  if (p.pool_fp8 &&
+      (p.dtype == DType::kFloat32 || p.pos_dtype != p.dtype || p.d_k % 16 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "paged_attention: a float8 pool on CUDA needs a 16-bit dtype (got ", DTypeName(p.dtype),
+        ") with the position table in it, and d_k a multiple of 16 (got ", p.d_k, ")"));
+  }
   if (!PagedAttentionCudaSupports(p.d_k, p.chunk) ||
       (p.pos_dtype != DType::kFloat32 && p.pos_dtype != p.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -148,7 +148,11 @@ void LaunchForHeadDim(const PagedAttentionParams& p, GpuStream stream) {
   // 16-bit storage with a table in the same dtype and head dims that are
   // multiples of 16: the tensor cores.
   if constexpr (!std::is_same_v<T, float> && std::is_same_v<T, P> && kDk % 16 == 0) {
-    mma_attention::Launch<T, kDk>(p, stream);
+    if (p.pool_fp8) {
+      mma_attention::Launch<T, kDk, true>(p, stream);
+    } else {
+      mma_attention::Launch<T, kDk, false>(p, stream);
+    }
     return;
   }
   // Otherwise (float32, odd head dims) FMA over shared-memory tiles: key
@@ -193,6 +197,8 @@ bool PagedAttentionCudaSupports(int d_k, int chunk) {
 void LaunchPagedAttention(const PagedAttentionParams& p, GpuStream stream) {
   if (p.batch == 0) return;
   OASR_CHECK(PagedAttentionCudaSupports(p.d_k, p.chunk), "paged attention: head dim or chunk");
+  OASR_CHECK(!p.pool_fp8 || (p.dtype != DType::kFloat32 && p.pos_dtype == p.dtype && p.d_k % 16 == 0),
+             "paged attention: a float8 pool needs the tensor-core path");
   OASR_DISPATCH_FLOAT(p.dtype, T, {
     if (p.pos_dtype == DType::kFloat32) {
       LaunchTyped<T, float>(p, stream);

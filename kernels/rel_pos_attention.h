@@ -41,6 +41,10 @@ struct PagedAttentionParams {
   const float* pos_bias_v = nullptr;  // [heads, d_k]
   void* k_pool = nullptr;             // This layer: [num_blocks, block_size, heads, d_k].
   void* v_pool = nullptr;
+  // The pool in float8 e4m3 instead of dtype (the chunk's K/V rounded to
+  // nearest even, saturating at +-448, as they go in; each query still sees
+  // its own chunk's K/V unrounded). CUDA: 16-bit dtype, d_k a multiple of 16.
+  bool pool_fp8 = false;
   int64_t num_blocks = 0;
   int block_size = 0;
   const int32_t* block_table = nullptr;  // [rows, table_stride] by slot.

@@ -8,11 +8,15 @@
 // the current one. Each load instruction of the warp moves whole rows (32
 // lanes x 16 bytes: 512 contiguous bytes, four keys' rows at d_k = 64), not
 // 16 bytes of 32 different rows. V's fragments come out transposed through
-// ldmatrix.trans. Included by rel_pos_attention.cu only.
+// ldmatrix.trans. With a float8 pool (kFp8) the history's rows arrive as
+// e4m3 bytes at the tail of their 16-bit rows and each lane widens the
+// chunks it copied before the tile is used; the chunk's K/V are rounded to
+// e4m3 as they go into the pool. Included by rel_pos_attention.cu only.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <type_traits>
 
@@ -47,10 +51,12 @@ constexpr int kKeys = 16;     // Keys per tile: the K of one P V mma.
 constexpr int kStages = 2;    // Tiles in flight per warp.
 constexpr int kWarps = 4;     // (row, head) items per block.
 
-// One tile of 16 keys: their K, position and V rows, row-major.
+// One tile of 16 keys: their K, position and V rows, row-major. A float8
+// row's kDk bytes arrive at byte kFp8At of its K (V) row, 16-byte aligned.
 template <int kDk>
 struct Tile {
   static constexpr int kRow = kDk + 8;  // Row stride in elements (16-byte aligned, no conflicts).
+  static constexpr int kFp8At = 2 * kRow - kDk;
   uint16_t k[kKeys * kRow];
   uint16_t p[kKeys * kRow];
   uint16_t v[kKeys * kRow];
@@ -75,7 +81,37 @@ __device__ __forceinline__ float2 Unpack(uint32_t v) {
   return make_float2(cuda::ToFloat(lo), cuda::ToFloat(hi));
 }
 
-template <typename T, int kDk>
+// Eight T values (one 16-byte chunk) as eight e4m3 bytes, and back:
+// round to nearest even, saturating (host: FloatToFloat8E4M3).
+template <typename T>
+__device__ __forceinline__ uint2 ToFp8x8(uint4 v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t b[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    b[i] = __nv_cvt_float2_to_fp8x2(Unpack<T>(w[i]), __NV_SATFINITE, __NV_E4M3);
+  }
+  return make_uint2(b[0] | (b[1] << 16), b[2] | (b[3] << 16));
+}
+template <typename T>
+__device__ __forceinline__ uint4 FromFp8x8(uint2 v) {
+  const uint32_t in[2] = {v.x, v.y};
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const auto pair = static_cast<__nv_fp8x2_storage_t>((in[i / 2] >> (16 * (i % 2))) & 0xffffu);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    if constexpr (std::is_same_v<T, __half>) {
+      w[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      w[i] = cuda::PackPair<T>(f.x, f.y);  // Exact: e4m3 values are bfloat16 values.
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <typename T, int kDk, bool kFp8>
 __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b, int head,
                           int lane) {
   using S = Tile<kDk>;
@@ -92,6 +128,8 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   const int bs = p.block_size;
   T* k_pool = static_cast<T*>(p.k_pool);
   T* v_pool = static_cast<T*>(p.v_pool);
+  uint8_t* k8 = static_cast<uint8_t*>(p.k_pool);
+  uint8_t* v8 = static_cast<uint8_t*>(p.v_pool);
   const T* qkv = static_cast<const T*>(p.qkv) + static_cast<int64_t>(b) * p.chunk * p.ld_qkv;
   T* out = static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.chunk * p.ldo + head * kDk;
   const T* pos_table = static_cast<const T*>(p.pos_table);
@@ -119,18 +157,21 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
         *reinterpret_cast<uint4*>(vs) = make_uint4(0, 0, 0, 0);
         continue;
       }
-      const T* kg;
-      const T* vg;
       if (pos < t1) {
-        const int64_t at = pool_row(pos);
-        kg = k_pool + at;
-        vg = v_pool + at;
+        const int64_t at = pool_row(pos) + e;
+        if constexpr (kFp8) {
+          const int row = key * S::kRow * 2 + S::kFp8At + e;
+          cuda::CopyAsync8(reinterpret_cast<unsigned char*>(tile.k) + row, k8 + at);
+          cuda::CopyAsync8(reinterpret_cast<unsigned char*>(tile.v) + row, v8 + at);
+        } else {
+          cuda::CopyAsync16(ks, k_pool + at);
+          cuda::CopyAsync16(vs, v_pool + at);
+        }
       } else {
-        kg = qkv + (pos - t1) * p.ld_qkv + d + head * kDk;
-        vg = kg + d;
+        const T* kg = qkv + (pos - t1) * p.ld_qkv + d + head * kDk + e;
+        cuda::CopyAsync16(ks, kg);
+        cuda::CopyAsync16(vs, kg + d);
       }
-      cuda::CopyAsync16(ks, kg + e);
-      cuda::CopyAsync16(vs, vg + e);
       const int64_t abs_pos = first_pos + pos;
       if (abs_pos < p.pos_rows) {
         cuda::CopyAsync16(ps, pos_table + abs_pos * d + head * kDk + e);
@@ -141,6 +182,30 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
               Bits(cuda::FromFloat<T>(ProjectPosition(p.linear_pos, d, kDk, head, e + j, abs_pos)));
         }
       }
+    }
+  };
+  // kFp8: the history chunks this lane copied into `tile` (keys from
+  // `start`), widened in place once they have landed: all read, then all
+  // written (a row's bytes tail overlaps its 16-bit head).
+  auto widen_tile = [&](S& tile, int start) {
+    uint2 kw[kChunks / 2], vw[kChunks / 2];
+#pragma unroll
+    for (int i = 0; i < kChunks / 2; ++i) {
+      const int idx = lane + 32 * i;
+      const int key = idx / kChunks, e = (idx % kChunks) * kVec;
+      if (start + key >= t1) continue;
+      const int row = key * S::kRow * 2 + S::kFp8At + e;
+      kw[i] = *reinterpret_cast<const uint2*>(reinterpret_cast<const unsigned char*>(tile.k) + row);
+      vw[i] = *reinterpret_cast<const uint2*>(reinterpret_cast<const unsigned char*>(tile.v) + row);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kChunks / 2; ++i) {
+      const int idx = lane + 32 * i;
+      const int key = idx / kChunks, e = (idx % kChunks) * kVec;
+      if (start + key >= t1) continue;
+      *reinterpret_cast<uint4*>(tile.k + key * S::kRow + e) = FromFp8x8<T>(kw[i]);
+      *reinterpret_cast<uint4*>(tile.v + key * S::kRow + e) = FromFp8x8<T>(vw[i]);
     }
   };
   // The first two tiles go out before anything else.
@@ -156,8 +221,13 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
     const int i = idx / kChunks, e = (idx % kChunks) * kVec;
     const int64_t dst = pool_row(t1 + i) + e;
     const T* kq = qkv + i * p.ld_qkv + d + head * kDk + e;
-    *reinterpret_cast<uint4*>(k_pool + dst) = *reinterpret_cast<const uint4*>(kq);
-    *reinterpret_cast<uint4*>(v_pool + dst) = *reinterpret_cast<const uint4*>(kq + d);
+    if constexpr (kFp8) {
+      *reinterpret_cast<uint2*>(k8 + dst) = ToFp8x8<T>(*reinterpret_cast<const uint4*>(kq));
+      *reinterpret_cast<uint2*>(v8 + dst) = ToFp8x8<T>(*reinterpret_cast<const uint4*>(kq + d));
+    } else {
+      *reinterpret_cast<uint4*>(k_pool + dst) = *reinterpret_cast<const uint4*>(kq);
+      *reinterpret_cast<uint4*>(v_pool + dst) = *reinterpret_cast<const uint4*>(kq + d);
+    }
   }
   for (int idx = lane; idx < (p.chunk - c) * (kDk / 2); idx += 32) {
     const int i = c + idx / (kDk / 2), e = 2 * (idx % (kDk / 2));
@@ -198,8 +268,11 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
 
   for (int start = 0, tile = 0; start < total; start += kKeys, ++tile) {
     const int n = min(kKeys, total - start);
-    const S& cur = s.stage[tile & 1];
+    S& cur = s.stage[tile & 1];
     cuda::WaitAsync<1>();  // This tile's group; the next one's may be in flight.
+    if constexpr (kFp8) {
+      if (start < t1) widen_tile(cur, start);
+    }
     __syncwarp();
 
     // Scores for the 4 n-blocks of 8 keys: (q + u) k + (q + v) p.
@@ -299,7 +372,7 @@ __device__ void AttendOne(const PagedAttentionParams& p, WarpSmem<kDk>& s, int b
   }
 }
 
-template <typename T, int kDk>
+template <typename T, int kDk, bool kFp8>
 __global__ void __launch_bounds__(32 * kWarps, kDk <= 64 ? 4 : 2)
     Kernel(PagedAttentionParams p, int items) {
   extern __shared__ __align__(16) unsigned char raw[];
@@ -307,20 +380,20 @@ __global__ void __launch_bounds__(32 * kWarps, kDk <= 64 ? 4 : 2)
   const int item = blockIdx.x * kWarps + warp;
   if (item >= items) return;
   auto* s = reinterpret_cast<WarpSmem<kDk>*>(raw) + warp;
-  AttendOne<T, kDk>(p, *s, item / p.heads, item % p.heads, lane);
+  AttendOne<T, kDk, kFp8>(p, *s, item / p.heads, item % p.heads, lane);
 }
 
-template <typename T, int kDk>
+template <typename T, int kDk, bool kFp8>
 void Launch(const PagedAttentionParams& p, GpuStream stream) {
   const int items = p.batch * p.heads;
   const size_t smem = sizeof(WarpSmem<kDk>) * kWarps;
   static size_t raised = 48 << 10;  // Per instantiation: the default limit.
   if (smem > raised) {
     OASR_CUDA_CHECK(cudaFuncSetAttribute(
-        Kernel<T, kDk>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        Kernel<T, kDk, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     raised = smem;
   }
-  Kernel<T, kDk><<<(items + kWarps - 1) / kWarps, 32 * kWarps, smem, stream>>>(p, items);
+  Kernel<T, kDk, kFp8><<<(items + kWarps - 1) / kWarps, 32 * kWarps, smem, stream>>>(p, items);
 }
 
 }  // namespace mma_attention

@@ -49,7 +49,7 @@ cache::CacheConfig ConformerStreamingModel::BaseCacheConfig() const {
   config.head_dim = c.head_dim();
   config.kernel_size = c.cnn_module_kernel;
   config.hidden_dim = c.output_size;
-  config.dtype = encoder_->dtype();
+  config.dtype = encoder_->kv_dtype();
   config.device = ctx_->device();
   config.encoder_frame_ms = static_cast<int>(geometry_.FrameShiftMs());
   return config;
@@ -192,7 +192,7 @@ absl::Status ConformerStreamingModel::ForwardCohort(const CohortPlan& plan,
                                                      v->device().ToString(), ")"));
     }
   }
-  if (plan.k_pool.dtype() != encoder_->dtype() || plan.k_pool.rank() != 5 ||
+  if (plan.k_pool.dtype() != encoder_->kv_dtype() || plan.k_pool.rank() != 5 ||
       plan.k_pool.dim(0) != c.num_blocks || plan.k_pool.dim(3) != c.attention_heads ||
       plan.k_pool.dim(4) != c.head_dim() || !(plan.v_pool.shape() == plan.k_pool.shape())) {
     return absl::InvalidArgumentError(absl::StrCat(

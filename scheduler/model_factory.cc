@@ -76,9 +76,16 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text) {
   return device;
 }
 
+absl::StatusOr<bool> ParseKvDType(const std::string& name) {
+  if (name == "auto") return false;
+  if (name == "float8_e4m3" || name == "fp8") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--kv-dtype '", name, "': expected auto or float8_e4m3 (fp8)"));
+}
+
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
                              ModelOptions* options, const std::string& stem,
-                             const std::string& gemm) {
+                             const std::string& gemm, const std::string& kv_dtype) {
   OASR_ASSIGN_OR_RETURN(options->device, ResolveDevice(device));
   if (!dtype.empty()) {
     OASR_ASSIGN_OR_RETURN(options->dtype, ParseComputeDType(dtype));
@@ -86,8 +93,9 @@ absl::Status SetComputeFlags(const std::string& device, const std::string& dtype
   OASR_ASSIGN_OR_RETURN(options->stem, ParseStemKernel(stem));
   if (!kernels::ParseGemmKernel(gemm, &options->gemm)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--gemm '", gemm, "': expected auto, cublas, fused or wgmma"));
+        absl::StrCat("--gemm '", gemm, "': expected auto, cublas, norms, fused or wgmma"));
   }
+  OASR_ASSIGN_OR_RETURN(options->kv_fp8, ParseKvDType(kv_dtype));
   return absl::OkStatus();
 }
 
@@ -100,6 +108,7 @@ absl::StatusOr<LoadedModel> LoadModel(const ModelOptions& options) {
   m.encoder.stem = options.stem;
   m.encoder.fused_feed_forward = options.fused_feed_forward;
   m.encoder.gemm = options.gemm;
+  m.encoder.kv_fp8 = options.kv_fp8;
   m.encoder.max_table_positions = options.max_table_positions > 0
                                       ? options.max_table_positions
                                       : (options.device.is_cuda() ? int64_t{1} << 17 : 16384);

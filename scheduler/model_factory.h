@@ -39,6 +39,9 @@ struct ModelOptions {
   bool fused_feed_forward = false;
   // CUDA: which kernel computes the products (encoder::EncoderOptions::gemm).
   kernels::GemmKernel gemm = kernels::GemmKernel::kAuto;
+  // The K/V pool in float8 e4m3 (encoder::EncoderOptions::kv_fp8): half its
+  // memory a stream.
+  bool kv_fp8 = false;
 
   // Decoding. `decoder.frame_shift_ms` is replaced by the model's clock, and
   // `decoder.min_word_confidence` by min_word_confidence when set, else the
@@ -97,7 +100,14 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text);
 // (INVALID_ARGUMENT naming a value it does not know).
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
                              ModelOptions* options, const std::string& stem = "tensor-cores",
-                             const std::string& gemm = "auto");
+                             const std::string& gemm = "auto",
+                             const std::string& kv_dtype = "auto");
+// The --kv-dtype flag: "auto" (the compute dtype) -> false, "float8_e4m3"
+// (or "fp8") -> true; INVALID_ARGUMENT for anything else.
+absl::StatusOr<bool> ParseKvDType(const std::string& name);
+inline constexpr char kKvDTypeFlagHelp[] =
+    "The K/V pool's dtype: auto (the compute dtype) or float8_e4m3 (fp8: half the pool's memory "
+    "a stream; the CPU, and CUDA in 16 bits)";
 // The --gemm flag's help, for the tools that offer it.
 inline constexpr char kGemmFlagHelp[] =
     "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its epilogue "

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "common/logging.h"
 #include "common/version.h"
+#include "scheduler/model_factory.h"
 #include "scheduler/search_flags.h"
 #include "server/env_flags.h"
 #include "server/server.h"
@@ -84,6 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", options.dtype,
                  "Compute dtype: float32, bfloat16, float16 (default: float32 on the CPU, "
                  "bfloat16 on CUDA)");
+  app.add_option("--kv-dtype", options.kv_dtype, oasr::scheduler::kKvDTypeFlagHelp)
+      ->capture_default_str();
   app.add_option("--log-level", options.log_level,
                  "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();

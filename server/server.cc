@@ -206,6 +206,7 @@ absl::Status Server::LoadModel() {
   if (!options_.dtype.empty()) {
     OASR_ASSIGN_OR_RETURN(model_options.model.dtype, scheduler::ParseComputeDType(options_.dtype));
   }
+  OASR_ASSIGN_OR_RETURN(model_options.model.kv_fp8, scheduler::ParseKvDType(options_.kv_dtype));
   model_options.model.cpu_threads = options_.num_threads;
   model_options.model.use_lm = options_.use_lm;
   model_options.model.decoder.method = options_.search == "greedy"

@@ -138,6 +138,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype: '", dtype, "' is not one of float32, bfloat16, float16"));
   }
+  if (kv_dtype != "auto" && kv_dtype != "float8_e4m3" && kv_dtype != "fp8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_dtype: '", kv_dtype, "' is not one of auto, float8_e4m3 (fp8)"));
+  }
   if (!model_dir.empty() && !std::filesystem::is_directory(model_dir)) {
     return absl::NotFoundError(absl::StrCat("model_dir: '", model_dir, "' is not a directory"));
   }

@@ -27,6 +27,9 @@ struct ServerOptions {
   // Compute dtype: "float32", "bfloat16" or "float16"; empty: the device's
   // (float32 on the CPU, bfloat16 on CUDA).
   std::string dtype;
+  // The K/V pool's dtype: "auto" (the compute dtype) or "float8_e4m3" ("fp8"):
+  // half the pool's memory a stream (the CPU, and CUDA in 16 bits).
+  std::string kv_dtype = "auto";
   // trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
   // When set, the bound ports are written there as JSON once the server

@@ -59,16 +59,29 @@ OpCase PagedAttentionCase(const std::string& name, AttentionShape s) {
   for (int b = 0; b < batch; ++b) max_end = std::max<int64_t>(max_end, s.offsets[b] + s.frames[b]);
   const int64_t pos_rows = std::min<int64_t>(s.pos_rows, max_end);
   const int64_t pool = int64_t{num_blocks} * bs * d;
+  const DType fp8 = DType::kFloat8E4M3;
   c.inputs = [=](uint64_t seed) {
     std::mt19937_64 rng(seed);
-    return Values{{"qkv", Random(rng, int64_t{batch} * s.chunk * 3 * d)},
-                  {"u", Random(rng, d, 0.2f)},
-                  {"v", Random(rng, d, 0.2f)},
-                  {"k_pool", Random(rng, pool)},
-                  {"v_pool", Random(rng, pool)},
-                  {"pos", Random(rng, pos_rows * d)},
-                  {"linear_pos", Random(rng, int64_t{d} * d, 1.0f / 16)}};
+    Values in{{"qkv", Random(rng, int64_t{batch} * s.chunk * 3 * d)},
+              {"u", Random(rng, d, 0.2f)},
+              {"v", Random(rng, d, 0.2f)},
+              {"k_pool", Random(rng, pool)},
+              {"v_pool", Random(rng, pool)},
+              {"pos", Random(rng, pos_rows * d)},
+              {"linear_pos", Random(rng, int64_t{d} * d, 1.0f / 16)}};
+    if (s.fp8_pool) {  // The history as the pool holds it.
+      for (const char* name : {"k_pool", "v_pool"}) {
+        for (float& x : in.at(name)) x = RoundTo(fp8, x);
+      }
+    }
+    return in;
   };
+  if (s.fp8_pool) {
+    c.supported = [](const Backend& be) {
+      return !be.ctx->is_cuda() || be.dtype != DType::kFloat32;
+    };
+  }
+  const auto pool_dtype = [=](const Backend& be) { return s.fp8_pool ? fp8 : be.dtype; };
   c.low = {"qkv", "k_pool", "v_pool", "pos"};
   c.make = [=](const Backend& be, const Values& v) -> absl::StatusOr<std::unique_ptr<OpInstance>> {
     auto inst = std::make_unique<Instance>(be);
@@ -77,8 +90,8 @@ OpCase PagedAttentionCase(const std::string& name, AttentionShape s) {
     for (const char* name : {"u", "v", "linear_pos"}) {
       OASR_RETURN_IF_ERROR(inst->Add(name, v.at(name), DType::kFloat32));
     }
-    OASR_RETURN_IF_ERROR(inst->Add("k_pool", v.at("k_pool"), be.dtype));
-    OASR_RETURN_IF_ERROR(inst->Add("v_pool", v.at("v_pool"), be.dtype));
+    OASR_RETURN_IF_ERROR(inst->Add("k_pool", v.at("k_pool"), pool_dtype(be)));
+    OASR_RETURN_IF_ERROR(inst->Add("v_pool", v.at("v_pool"), pool_dtype(be)));
     inst->outputs = {"k_pool", "v_pool"};
     OASR_RETURN_IF_ERROR(inst->AddOutput("out", int64_t{batch} * s.chunk * d, be.dtype));
     OASR_RETURN_IF_ERROR(inst->AddInts("slots", slots));
@@ -90,8 +103,8 @@ OpCase PagedAttentionCase(const std::string& name, AttentionShape s) {
     const std::vector<float> k0 = v.at("k_pool"), v0 = v.at("v_pool");
     inst->run = [=](bool restore) {
       if (restore) {
-        OASR_ASSIGN_OR_RETURN(Buf fk, Upload(*be.ctx, k0, be.dtype));
-        OASR_ASSIGN_OR_RETURN(Buf fv, Upload(*be.ctx, v0, be.dtype));
+        OASR_ASSIGN_OR_RETURN(Buf fk, Upload(*be.ctx, k0, pool_dtype(be)));
+        OASR_ASSIGN_OR_RETURN(Buf fv, Upload(*be.ctx, v0, pool_dtype(be)));
         OASR_RETURN_IF_ERROR(CopyTensor(raw->bufs.at("k_pool").t.view(), fk.t.view()));
         OASR_RETURN_IF_ERROR(CopyTensor(raw->bufs.at("v_pool").t.view(), fv.t.view()));
       }
@@ -103,6 +116,7 @@ OpCase PagedAttentionCase(const std::string& name, AttentionShape s) {
       p.pos_bias_v = raw->f32("v");
       p.k_pool = raw->ptr("k_pool");
       p.v_pool = raw->ptr("v_pool");
+      p.pool_fp8 = s.fp8_pool;
       p.num_blocks = num_blocks;
       p.block_size = bs;
       p.block_table = raw->ints("table");
@@ -184,6 +198,18 @@ OpCase PagedAttentionCase(const std::string& name, AttentionShape s) {
             double acc = 0;
             for (int j = 0; j < total; ++j) acc += score[j] * vp[at(slot, j, h) + e];
             out[(int64_t{b} * s.chunk + i) * d + h * dk + e] = acc / sum;
+          }
+        }
+      }
+      if (s.fp8_pool) {  // The chunk attended to its K/V as computed; the pool keeps them rounded.
+        for (int i = 0; i < f; ++i) {
+          for (int h = 0; h < s.heads; ++h) {
+            for (int e = 0; e < dk; ++e) {
+              double& kx = kp[at(slot, t1 + i, h) + e];
+              double& vx = vp[at(slot, t1 + i, h) + e];
+              kx = RoundTo(fp8, static_cast<float>(kx));
+              vx = RoundTo(fp8, static_cast<float>(vx));
+            }
           }
         }
       }

@@ -1056,6 +1056,18 @@ std::vector<OpCase> AllCases() {
       s.offsets.push_back(64 + 16 * b);
     }
     cases.push_back(PagedAttentionCase("64 rows, 64 history", s));
+    s.fp8_pool = true;
+    cases.push_back(PagedAttentionCase("64 rows, 64 history, float8 pool", s));
+  }
+  {
+    AttentionShape s{{0, 64, 100, 300, 16}, {16, 16, 5, 16, 1}, {0, 64, 180, 900, 5000}};
+    s.fp8_pool = true;
+    cases.push_back(PagedAttentionCase("5 rows, mixed history and frames, float8 pool", s));
+  }
+  {
+    AttentionShape s{{64, 64, 48}, {16, 7, 16}, {64, 9000, 200}};
+    s.fp8_pool = true;  // Row 1's keys lie past the table.
+    cases.push_back(PagedAttentionCase("positions past the table, float8 pool", s));
   }
   // The CTC head.
   cases.push_back(LogSoftmaxCase(1, 258));

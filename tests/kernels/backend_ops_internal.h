@@ -141,6 +141,9 @@ struct AttentionShape {
   int heads = 4;
   int block_size = 16;
   int64_t pos_rows = 4096;  // Positions in the table; later ones are projected.
+  // The pool in float8 e4m3 (PagedAttentionParams::pool_fp8): the CPU, and
+  // 16-bit on CUDA.
+  bool fp8_pool = false;
 };
 OpCase PagedAttentionCase(const std::string& name, AttentionShape s);
 

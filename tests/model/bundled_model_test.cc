@@ -336,6 +336,42 @@ TEST_F(BundledModelTest, WithAConfidenceFloorSilenceAndNoiseGiveNoWords) {
               clips);
 }
 
+// The K/V pool in float8 e4m3 (--kv-dtype float8_e4m3, half the pool's
+// memory): the samples' transcripts at most two words apart in total from
+// the default pool's on the same device, and the WER within the limit.
+TEST_F(BundledModelTest, Float8KvPoolTranscribesLikeTheDefault) {
+  const std::vector<Sample> samples = ReadSamples(SamplesDir());
+  ASSERT_FALSE(samples.empty());
+  std::unique_ptr<testing::ServerProcess> fp8 =
+      StartServer(OASR_TEST_DEVICE, {"--kv-dtype", "float8_e4m3"});
+  ASSERT_NE(fp8, nullptr);
+  auto fp8_stub = asr::v1::Speech::NewStub(
+      grpc::CreateChannel(fp8->grpc_target(), grpc::InsecureChannelCredentials()));
+  int differ = 0, errors = 0, words = 0;
+  for (const Sample& sample : samples) {
+    absl::StatusOr<Transcript> want = Transcribe(*stub_, sample.file);
+    ASSERT_TRUE(want.ok()) << want.status() << server_->ReadLog();
+    absl::StatusOr<Transcript> got = Transcribe(*fp8_stub, sample.file);
+    ASSERT_TRUE(got.ok()) << got.status() << fp8->ReadLog();
+    EXPECT_EQ(got->finish_reason, "stop") << sample.file;
+    const int d = EditDistance(want->words, got->words);
+    differ += d;
+    const std::vector<std::string> ref = Words(sample.text);
+    errors += EditDistance(ref, got->words);
+    words += static_cast<int>(ref.size());
+    if (d > 0) {
+      std::printf("%s: %d words differ\n  default: %s\n  float8:  %s\n", sample.file.c_str(), d,
+                  absl::StrJoin(want->words, " ").c_str(), absl::StrJoin(got->words, " ").c_str());
+    }
+  }
+  const double wer = 100.0 * errors / std::max(words, 1);
+  std::printf("%s, float8 K/V pool: %d words differ from the default pool over %zu samples; "
+              "WER %.2f%% (limit %.2f%%)\n",
+              OASR_TEST_DEVICE, differ, samples.size(), wer, MaxWer());
+  EXPECT_LE(differ, 2);
+  EXPECT_LT(wer, MaxWer());
+}
+
 // On the GPU: the same samples through a CPU server, at most one word apart
 // in total (the rule for bfloat16 on CUDA against float32 on the CPU).
 TEST_F(BundledModelTest, SamplesMatchTheCpuServer) {

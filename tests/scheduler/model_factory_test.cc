@@ -65,5 +65,18 @@ TEST(ComputeFlagsTest, GemmFlagNamesEveryKernelAndRefusesOthers) {
   EXPECT_EQ(kernels::ResolveGemm(kernels::GemmKernel::kAuto), kernels::GemmKernel::kCublas);
 }
 
+TEST(ComputeFlagsTest, KvDTypeFlagSelectsTheFloat8Pool) {
+  ModelOptions options;
+  EXPECT_FALSE(options.kv_fp8);
+  for (const char* name : {"float8_e4m3", "fp8"}) {
+    ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "tensor-cores", "auto", name).ok()) << name;
+    EXPECT_TRUE(options.kv_fp8) << name;
+  }
+  ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "tensor-cores", "auto", "auto").ok());
+  EXPECT_FALSE(options.kv_fp8);
+  EXPECT_EQ(SetComputeFlags("cpu", "", &options, "tensor-cores", "auto", "int8").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace oasr::scheduler
