@@ -472,7 +472,8 @@ int Main(int argc, char** argv) {
   (void)InitLogging("warn");
   settings.model.model_dir = model_dir;
   settings.model.cpu_threads = decode_threads;
-  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem, gemm, kv_dtype); !s.ok()) {
+  if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem, gemm, kv_dtype);
+      !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }

@@ -1,7 +1,7 @@
 // Host conversions between float32 and the 16-bit float formats the GPU
 // path stores (bfloat16, IEEE half) and float8 e4m3 (an 8-bit K/V pool),
-// bit-exact with the CUDA intrinsics' round-to-nearest-even. Header-only and free of CUDA, so tests and loaders
-// on machines without a GPU can prepare and check 16-bit data.
+// bit-exact with the CUDA intrinsics' round-to-nearest-even. Header-only and free of CUDA, so tests
+// and loaders on machines without a GPU can prepare and check 16-bit data.
 #pragma once
 
 #include <cmath>
@@ -71,7 +71,7 @@ inline uint8_t FloatToFloat8E4M3(float f) {
   std::memcpy(&x, &f, 4);
   const uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80u);
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);   // NaN
   if (abs >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7eu);  // >= 448: saturate.
   if (abs < 0x3c800000u) {
     // Below 2^-6: subnormal, in units of 2^-9 (8 of them is the smallest

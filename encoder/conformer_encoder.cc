@@ -93,10 +93,10 @@ absl::StatusOr<std::unique_ptr<ConformerEncoder>> ConformerEncoder::Create(
   }
   if (options.kv_fp8 && ctx->is_cuda() &&
       (options.dtype == DType::kFloat32 || model->config().head_dim() % 16 != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ConformerEncoder: a float8 K/V pool on CUDA needs a 16-bit dtype (got ",
-        DTypeName(options.dtype), ") and head dims a multiple of 16 (got ",
-        model->config().head_dim(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConformerEncoder: a float8 K/V pool on CUDA needs a 16-bit dtype (got ",
+                     DTypeName(options.dtype), ") and head dims a multiple of 16 (got ",
+                     model->config().head_dim(), ")"));
   }
   std::unique_ptr<ConformerEncoder> encoder(new ConformerEncoder(model, ctx, options));
   OASR_RETURN_IF_ERROR(encoder->Init());

@@ -68,9 +68,8 @@ const char* GemmKernelName(GemmKernel g) {
 }
 
 bool ParseGemmKernel(const std::string& name, GemmKernel* out) {
-  for (GemmKernel g :
-       {GemmKernel::kAuto, GemmKernel::kCublas, GemmKernel::kNorms, GemmKernel::kFused,
-        GemmKernel::kWgmma}) {
+  for (GemmKernel g : {GemmKernel::kAuto, GemmKernel::kCublas, GemmKernel::kNorms,
+                       GemmKernel::kFused, GemmKernel::kWgmma}) {
     if (name == GemmKernelName(g)) {
       *out = g;
       return true;

@@ -112,7 +112,8 @@ void AttendRowHead(const PagedAttentionParams& p, int64_t b, int64_t head) {
     v_rows.resize(static_cast<size_t>(total * dk));
     for (int64_t j = 0; j < total; ++j) {
       if (j < t1) {
-        const int64_t at = ((static_cast<int64_t>(table[j / bs]) * bs + j % bs) * heads + head) * dk;
+        const int64_t at =
+            ((static_cast<int64_t>(table[j / bs]) * bs + j % bs) * heads + head) * dk;
         ConvertToFloat(k8 + at, dk, DType::kFloat8E4M3, k_rows.data() + j * dk);
         ConvertToFloat(v8 + at, dk, DType::kFloat8E4M3, v_rows.data() + j * dk);
       } else {
@@ -200,8 +201,7 @@ absl::Status PagedAttention(ExecutionContext& ctx, const PagedAttentionParams& p
     return absl::OkStatus();
   }
 #if OASR_WITH_CUDA
-  if (p.pool_fp8 &&
-      (p.dtype == DType::kFloat32 || p.pos_dtype != p.dtype || p.d_k % 16 != 0)) {
+  if (p.pool_fp8 && (p.dtype == DType::kFloat32 || p.pos_dtype != p.dtype || p.d_k % 16 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "paged_attention: a float8 pool on CUDA needs a 16-bit dtype (got ", DTypeName(p.dtype),
         ") with the position table in it, and d_k a multiple of 16 (got ", p.d_k, ")"));

@@ -197,8 +197,9 @@ bool PagedAttentionCudaSupports(int d_k, int chunk) {
 void LaunchPagedAttention(const PagedAttentionParams& p, GpuStream stream) {
   if (p.batch == 0) return;
   OASR_CHECK(PagedAttentionCudaSupports(p.d_k, p.chunk), "paged attention: head dim or chunk");
-  OASR_CHECK(!p.pool_fp8 || (p.dtype != DType::kFloat32 && p.pos_dtype == p.dtype && p.d_k % 16 == 0),
-             "paged attention: a float8 pool needs the tensor-core path");
+  OASR_CHECK(
+      !p.pool_fp8 || (p.dtype != DType::kFloat32 && p.pos_dtype == p.dtype && p.d_k % 16 == 0),
+      "paged attention: a float8 pool needs the tensor-core path");
   OASR_DISPATCH_FLOAT(p.dtype, T, {
     if (p.pos_dtype == DType::kFloat32) {
       LaunchTyped<T, float>(p, stream);

@@ -9,7 +9,8 @@
 namespace oasr::kernels {
 namespace {
 
-constexpr int kBM = kWgmmaTileRows;  // rows of x a block computes
+// Rows of x a block computes.
+constexpr int kBM = kWgmmaTileRows;
 constexpr int kBN = 256;       // columns of y a block computes
 constexpr int kBK = 64;        // 64 16-bit elements: one 128-byte swizzle span
 constexpr int kStages = 4;     // shared-memory ring depth

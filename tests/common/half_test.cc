@@ -36,8 +36,8 @@ TEST(Float8E4M3Test, KnownValuesSaturationAndTies) {
   EXPECT_EQ(FloatToFloat8E4M3(448.0f), 0x7e);
   EXPECT_EQ(FloatToFloat8E4M3(1e6f), 0x7e);
   EXPECT_EQ(FloatToFloat8E4M3(-std::numeric_limits<float>::infinity()), 0xfe);
-  EXPECT_EQ(FloatToFloat8E4M3(1.0625f), 0x38);           // Tie between 1 and 1.125: even.
-  EXPECT_EQ(FloatToFloat8E4M3(1.1875f), 0x3a);           // Tie between 1.125 and 1.25: even.
+  EXPECT_EQ(FloatToFloat8E4M3(1.0625f), 0x38);                // Tie between 1 and 1.125: even.
+  EXPECT_EQ(FloatToFloat8E4M3(1.1875f), 0x3a);                // Tie between 1.125 and 1.25: even.
   EXPECT_EQ(FloatToFloat8E4M3(std::ldexp(1.0f, -10)), 0x00);  // Half the least subnormal.
   EXPECT_EQ(FloatToFloat8E4M3(std::ldexp(3.0f, -10)), 0x02);  // 1.5 units: even.
   EXPECT_EQ(FloatToFloat8E4M3(-0.0f), 0x80);

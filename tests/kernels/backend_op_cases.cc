@@ -128,8 +128,9 @@ OpCase LinearNormCase(int64_t m, int64_t k, bool final_norm, bool next_norm,
   constexpr int64_t n = 256;
   OpCase c;
   c.op = "linear";
-  c.name = absl::StrCat(m, "x", k, "x", n, " += then", final_norm ? " final norm" : "",
-                        next_norm ? " next norm" : "", " (norms after, ", GemmKernelName(gemm), ")");
+  c.name =
+      absl::StrCat(m, "x", k, "x", n, " += then", final_norm ? " final norm" : "",
+                   next_norm ? " next norm" : "", " (norms after, ", GemmKernelName(gemm), ")");
   c.inputs = [=](uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::vector<float> scale = Random(rng, 2 * n, 0.2f);

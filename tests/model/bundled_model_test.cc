@@ -365,9 +365,10 @@ TEST_F(BundledModelTest, Float8KvPoolTranscribesLikeTheDefault) {
     }
   }
   const double wer = 100.0 * errors / std::max(words, 1);
-  std::printf("%s, float8 K/V pool: %d words differ from the default pool over %zu samples; "
-              "WER %.2f%% (limit %.2f%%)\n",
-              OASR_TEST_DEVICE, differ, samples.size(), wer, MaxWer());
+  std::printf(
+      "%s, float8 K/V pool: %d words differ from the default pool over %zu samples; "
+      "WER %.2f%% (limit %.2f%%)\n",
+      OASR_TEST_DEVICE, differ, samples.size(), wer, MaxWer());
   EXPECT_LE(differ, 2);
   EXPECT_LT(wer, MaxWer());
 }
