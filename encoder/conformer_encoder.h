@@ -49,8 +49,9 @@ struct EncoderOptions {
   // separate passes (12.4 against 14.5 ms at B = 2048 on an H100).
   bool fused_feed_forward = false;
   // CUDA, 16-bit: which kernel computes the products (kernels::GemmKernel).
-  // With kFused or kWgmma on a Hopper GPU, swish and the layer norms after
-  // the residual products run in the products' epilogues.
+  // On a Hopper GPU the layer norms after the residual products run in the
+  // products' epilogues (kAuto = kNorms: for cohorts of a wave of tiles and
+  // more), and swish's too with kFused or kWgmma.
   kernels::GemmKernel gemm = kernels::GemmKernel::kAuto;
   // The K/V pool in float8 e4m3 instead of dtype: half the pool's memory
   // (a bfloat16 pool is ~90 % of a stream's device memory) and of the

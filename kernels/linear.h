@@ -33,12 +33,13 @@ namespace oasr::kernels {
 // it.
 enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma };
 inline constexpr int kWgmmaNormsMinTiles = 1;
-// kCublas: on an H100 the wgmma kernel is correct but its products are
-// slower than cuBLASLt's at the model's k = 256 (its epilogue does not
-// overlap the next tile's products); the fused norms alone pay, the chunk
-// step is even (bench/results/gpu-scale.md, session 42). The benches'
-// --gemm fused / wgmma select it.
-inline constexpr GemmKernel kAutoGemm = GemmKernel::kCublas;
+// kNorms: on an H100 the wgmma kernel's residual products with the norms
+// in their epilogue take the chunk step 3.3 % (B = 2,048) to 5.4 % (8,192)
+// below cuBLASLt with the norm passes; below a wave of its tiles it is
+// cuBLASLt as before, bit for bit. Its other products are slower than
+// cuBLASLt's at the model's k = 256 (bench/results/gpu-scale.md, sessions
+// 42 and 43). The benches' --gemm cublas / fused / wgmma select the others.
+inline constexpr GemmKernel kAutoGemm = GemmKernel::kNorms;
 inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
   return g == GemmKernel::kAuto ? kAutoGemm : g;
 }
