@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Session 43, call 3 (one call instead of calls 1 and 2, device time being
+# Session 43, call 3 (the session's first to find a machine; device time being
 # short): the harness' linear and paged-attention cases (kNorms on both
 # sides of the wave; the float8 pool against float64), the chunk step with
 # --gemm cublas / norms and --kv-dtype auto / float8_e4m3, then the engine
 # at scale, greedy, with the float8 pool: on an H100 (where bfloat16 stopped
 # at 70,000 streams for memory) 80,000 and 90,000; on an H200 95,000 and
 # 105,000. Logs in /tmp/c3, back as $OUT/call3.tgz; the summary is stdout.
-#   bash tools/gpu/pack.sh .devrun/new (call1.sh's binaries)   (here)
+#   bash tools/gpu/pack.sh .devrun/new (the binaries in gpu-scale.md, session 43)   (here)
 #   BUDGET=570 OUT=$OUT bash bench/results/gpu/session43/call3.sh
 set -u
 deadline=$(( $(date +%s) + ${BUDGET:-570} ))
