@@ -71,14 +71,16 @@ void AttendRowHead(const PagedAttentionParams& p, int64_t b, int64_t head) {
   uint8_t* v8 = static_cast<uint8_t*>(p.v_pool);
   const float* qkv = static_cast<const float*>(p.qkv) + b * p.chunk * p.ld_qkv;
   float* out = static_cast<float*>(p.out) + b * p.chunk * p.ldo + head * dk;
+  // Where this head's row of history position `pos` lives in the pool.
+  auto pool_at = [&](int64_t pos) {
+    return ((static_cast<int64_t>(table[pos / bs]) * bs + pos % bs) * heads + head) * dk;
+  };
   for (int64_t i = c; i < p.chunk; ++i) std::fill(out + i * p.ldo, out + i * p.ldo + dk, 0.0f);
   if (c == 0) return;
 
   // The chunk's keys and values go to positions [t1, t1 + c) first.
   for (int64_t i = 0; i < c; ++i) {
-    const int64_t pos = t1 + i;
-    const int64_t dst =
-        ((static_cast<int64_t>(table[pos / bs]) * bs + pos % bs) * heads + head) * dk;
+    const int64_t dst = pool_at(t1 + i);
     const float* k = qkv + i * p.ld_qkv + d + head * dk;
     if (p.pool_fp8) {
       ConvertFromFloat(k, dk, DType::kFloat8E4M3, k8 + dst);
@@ -112,8 +114,7 @@ void AttendRowHead(const PagedAttentionParams& p, int64_t b, int64_t head) {
     v_rows.resize(static_cast<size_t>(total * dk));
     for (int64_t j = 0; j < total; ++j) {
       if (j < t1) {
-        const int64_t at =
-            ((static_cast<int64_t>(table[j / bs]) * bs + j % bs) * heads + head) * dk;
+        const int64_t at = pool_at(j);
         ConvertToFloat(k8 + at, dk, DType::kFloat8E4M3, k_rows.data() + j * dk);
         ConvertToFloat(v8 + at, dk, DType::kFloat8E4M3, v_rows.data() + j * dk);
       } else {

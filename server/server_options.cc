@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
 #include "scheduler/engine_config.h"
+#include "scheduler/model_factory.h"
 
 namespace oasr::server {
 namespace {
@@ -138,7 +139,7 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype: '", dtype, "' is not one of float32, bfloat16, float16"));
   }
-  if (kv_dtype != "auto" && kv_dtype != "float8_e4m3" && kv_dtype != "fp8") {
+  if (!scheduler::ParseKvDType(kv_dtype).ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_dtype: '", kv_dtype, "' is not one of auto, float8_e4m3 (fp8)"));
   }

@@ -32,6 +32,7 @@ TEST(ServerOptionsTest, EachBadFieldIsNamedWithItsValue) {
       {[](ServerOptions& o) { o.address.clear(); }, "address"},
       {[](ServerOptions& o) { o.shutdown_grace_seconds = -1; }, "shutdown_grace_seconds: -1"},
       {[](ServerOptions& o) { o.device = "tpu"; }, "device: 'tpu'"},
+      {[](ServerOptions& o) { o.kv_dtype = "int8"; }, "kv_dtype: 'int8'"},
       {[](ServerOptions& o) { o.device = "cuda:7"; }, "device: cuda:7 is not present"},
       {[](ServerOptions& o) { o.model_dir = "/nonexistent/model"; },
        "model_dir: '/nonexistent/model'"},
