@@ -1,7 +1,9 @@
 // oasr-bench-gemm: the encoder's products (the model's shapes, with their
 // epilogues) on cuBLASLt and on the project's wgmma kernel, side by side at
-// several row counts, in bfloat16 on the GPU. cuBLASLt's time for a swish
-// product includes the separate swish pass it needs. Each kernel's output
+// several row counts, in bfloat16 on the GPU; where k <= 256 the wgmma
+// kernel is timed both weight-stationary (its default there) and on its
+// 128 x 256 tiles (SetWgmmaWeightStationary(false)). cuBLASLt's time for a
+// swish product includes the separate swish pass it needs. Each kernel's output
 // is checked against the other's (max |diff| over max |y|), inputs rotate
 // among sets larger than the L2 cache, outputs are poisoned first. Prints
 // the median time (CUDA events), TFLOP/s and the fewest bytes' GB/s.
@@ -25,6 +27,7 @@
 #include "common/tensor.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
+#include "kernels/wgmma_gemm.h"
 
 namespace oasr {
 namespace {
@@ -136,9 +139,9 @@ int Main(int argc, char** argv) {
   ExecutionContext& ctx = **ctx_or;
   std::printf("oasr-bench-gemm: %s, bfloat16, median of %d runs over %d input sets\n",
               ctx.Describe().c_str(), reps, sets);
-  std::printf("%-20s %8s %6s %6s | %10s %8s %8s | %10s %8s %8s | %8s %10s\n", "product", "m", "n",
-              "k", "cublas ms", "TFLOP/s", "GB/s", "wgmma ms", "TFLOP/s", "GB/s", "speedup",
-              "rel diff");
+  std::printf("%-20s %8s %6s %6s | %10s %8s %8s | %10s %8s %8s | %8s %10s | %10s %8s\n",
+              "product", "m", "n", "k", "cublas ms", "TFLOP/s", "GB/s", "wgmma ms", "TFLOP/s",
+              "GB/s", "speedup", "rel diff", "tiled ms", "speedup");
   std::mt19937_64 rng(42);
   for (const Shape& s : kShapes) {
     const std::vector<float> w = RandomValues(rng, s.n * s.k, 1.0f / std::sqrt(float(s.k)));
@@ -183,9 +186,12 @@ int Main(int argc, char** argv) {
         return op.Run(ctx, a);
       };
       // Check: the same inputs (set 0's y as the accumulate base) through each.
+      // Variant 2: the wgmma kernel on its 128 x 256 tiles.
+      auto op_of = [&](int v) -> const kernels::LinearOp& { return v == 0 ? *cublas : *wgmma; };
       const std::vector<float> y0 = *ToHost(ys[0]);
-      std::vector<float> got[2];
-      for (int v = 0; v < 2; ++v) {
+      std::vector<float> got[3];
+      for (int v = 0; v < 3; ++v) {
+        kernels::SetWgmmaWeightStationary(v != 2);
         absl::StatusOr<Tensor> fresh = Device16(ctx, y0);
         if (!s.accumulate) {  // poison: NaN everywhere the op must write
           std::vector<float> nan(y0.size(), std::nanf(""));
@@ -193,31 +199,34 @@ int Main(int argc, char** argv) {
         }
         (void)CopyTensor(ys[0].view(), fresh->view());
         if (absl::Status st = Sync(); !st.ok()) return 1;
-        if (absl::Status st = run(v == 0 ? *cublas : *wgmma, 0); !st.ok()) {
+        if (absl::Status st = run(op_of(v), 0); !st.ok()) {
           std::fprintf(stderr, "%s\n", st.ToString().c_str());
           return 1;
         }
         got[v] = *ToHost(ys[0]);
       }
-      const double rel_diff = RelDiff(got[0], got[1]);
-      double ms[2];
-      for (int v = 0; v < 2; ++v) {
-        const kernels::LinearOp& op = v == 0 ? *cublas : *wgmma;
-        ms[v] = TimeRotating(ctx, reps, sets, [&](int set) { return run(op, set); });
+      const double rel_diff = std::max(RelDiff(got[0], got[1]), RelDiff(got[0], got[2]));
+      double ms[3];
+      for (int v = 0; v < 3; ++v) {
+        kernels::SetWgmmaWeightStationary(v != 2);
+        ms[v] = TimeRotating(ctx, reps, sets, [&](int set) { return run(op_of(v), set); });
       }
+      kernels::SetWgmmaWeightStationary(true);
       const double flops = 2.0 * m * s.n * s.k;
       const double bytes = 2.0 * (m * s.k + s.n * s.k + m * s.n * (s.accumulate ? 2 : 1));
       std::printf(
-          "%-20s %8lld %6lld %6lld | %10.4f %8.1f %8.0f | %10.4f %8.1f %8.0f | %8.2f %10.2e\n",
+          "%-20s %8lld %6lld %6lld | %10.4f %8.1f %8.0f | %10.4f %8.1f %8.0f | %8.2f %10.2e | "
+          "%10.4f %8.2f\n",
           s.name, static_cast<long long>(m), static_cast<long long>(s.n),
           static_cast<long long>(s.k), ms[0], flops / ms[0] / 1e9, bytes / ms[0] / 1e6, ms[1],
-          flops / ms[1] / 1e9, bytes / ms[1] / 1e6, ms[0] / ms[1], rel_diff);
+          flops / ms[1] / 1e9, bytes / ms[1] / 1e6, ms[0] / ms[1], rel_diff, ms[2],
+          ms[0] / ms[2]);
     }
   }
   // The residual products with the next module's layer norm: cuBLASLt then
   // the norm's own pass, against the norm in the wgmma kernel's epilogue.
-  std::printf("\n%-20s %8s %6s %6s | %10s | %10s | %8s %10s\n", "product + norm", "m", "n", "k",
-              "cublas+LN", "wgmma", "speedup", "rel diff");
+  std::printf("\n%-20s %8s %6s %6s | %10s | %10s | %8s %10s | %10s %8s\n", "product + norm", "m",
+              "n", "k", "cublas+LN", "wgmma", "speedup", "rel diff", "tiled", "speedup");
   for (int64_t k : {int64_t{1024}, int64_t{256}}) {
     const int64_t n = 256;
     const std::vector<float> w = RandomValues(rng, n * k, 1.0f / std::sqrt(float(k)));
@@ -295,29 +304,32 @@ int Main(int argc, char** argv) {
       };
       // Check: the norm's output from the same start (the y of set 0 saved).
       absl::StatusOr<std::vector<float>> y_start = ToHost(ys[0]);
-      std::vector<float> got[2];
-      for (int v = 0; v < 2; ++v) {
+      std::vector<float> got[3];
+      for (int v = 0; v < 3; ++v) {
+        kernels::SetWgmmaWeightStationary(v != 2);
         (void)CopyTensor(ys[0].view(),
                          TensorView(y_start->data(), DType::kFloat32, {m * n}, Device::Cpu()));
         std::vector<float> nan(static_cast<size_t>(m * n), std::nanf(""));
         absl::StatusOr<Tensor> poison = Device16(ctx, nan);
         (void)CopyTensor(hs[0].view(), poison->view());
         if (absl::Status st = Sync(); !st.ok()) return 1;
-        if (absl::Status st = run(v == 1, 0); !st.ok()) {
+        if (absl::Status st = run(v >= 1, 0); !st.ok()) {
           std::fprintf(stderr, "%s\n", st.ToString().c_str());
           return 1;
         }
         got[v] = *ToHost(hs[0]);
       }
-      const double rel_diff = RelDiff(got[0], got[1]);
-      double ms[2];
-      for (int v = 0; v < 2; ++v) {
-        ms[v] = TimeRotating(ctx, reps, sets, [&](int set) { return run(v == 1, set); });
+      const double rel_diff = std::max(RelDiff(got[0], got[1]), RelDiff(got[0], got[2]));
+      double ms[3];
+      for (int v = 0; v < 3; ++v) {
+        kernels::SetWgmmaWeightStationary(v != 2);
+        ms[v] = TimeRotating(ctx, reps, sets, [&](int set) { return run(v >= 1, set); });
       }
-      std::printf("%-20s %8lld %6lld %6lld | %10.4f | %10.4f | %8.2f %10.2e\n",
+      kernels::SetWgmmaWeightStationary(true);
+      std::printf("%-20s %8lld %6lld %6lld | %10.4f | %10.4f | %8.2f %10.2e | %10.4f %8.2f\n",
                   k == 1024 ? "ffn w2 += , LN" : "attn out += , LN", static_cast<long long>(m),
                   static_cast<long long>(n), static_cast<long long>(k), ms[0], ms[1], ms[0] / ms[1],
-                  rel_diff);
+                  rel_diff, ms[2], ms[0] / ms[2]);
     }
   }
   return 0;

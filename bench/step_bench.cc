@@ -30,6 +30,8 @@
 
 #if OASR_WITH_CUDA
 #include <nvtx3/nvToolsExt.h>
+
+#include "kernels/wgmma_gemm.h"
 #endif
 
 namespace oasr::scheduler {
@@ -174,6 +176,10 @@ int Main(int argc, char** argv) {
   app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
   std::string kv_dtype = "auto";
   app.add_option("--kv-dtype", kv_dtype, kKvDTypeFlagHelp)->capture_default_str();
+  bool tiled = false;
+  app.add_flag("--wgmma-tiled", tiled,
+               "CUDA: the wgmma kernel's products with k <= 256 on its 128 x 256 tiles instead "
+               "of weight-stationary (an A/B switch)");
   app.add_option(
       "--batches", batches,
       "Comma-separated batch sizes (default: 1,64,512,2048,8192 on CUDA, 1,8,32 on the CPU)");
@@ -196,6 +202,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.fused_feed_forward = ffn == "fused";
+#if OASR_WITH_CUDA
+  kernels::SetWgmmaWeightStationary(!tiled);
+#endif
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   if (modes.empty()) modes = options.device.is_cuda() ? "eager,graph" : "eager";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);
@@ -210,10 +219,11 @@ int Main(int argc, char** argv) {
   const double chunk_s = g.chunk_size * g.FrameShiftMs() / 1000.0;
   std::printf(
       "oasr-bench-step: %d x %d, FFN %d, %d heads, kernel %d, V %d; chunk %d (%.2f s), history %d; "
-      "%s %s, stem %s, feed-forward %s, products %s; %.1f MFLOP per frame\n",
+      "%s %s, stem %s, feed-forward %s, products %s%s; %.1f MFLOP per frame\n",
       c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
       c.output_dim, g.chunk_size, chunk_s, history, model.context().Describe().c_str(),
-      DTypeName(loaded->dtype), stem.c_str(), ffn.c_str(), gemm.c_str(), flops / 1e6);
+      DTypeName(loaded->dtype), stem.c_str(), ffn.c_str(), gemm.c_str(),
+      tiled ? " (wgmma tiled)" : "", flops / 1e6);
   std::printf("%8s %6s %12s %16s %14s %10s %8s\n", "B", "mode", "step ms", "real-time streams",
               "frames/s", "TFLOP/s", "% peak");
   for (absl::string_view part : absl::StrSplit(batches, ',')) {

@@ -1,6 +1,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "kernels/cuda_common.cuh"
@@ -24,6 +26,23 @@ struct alignas(1024) Smem {
   uint64_t empty[kStages];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the base
+
+// The weight-stationary kernel (k <= kStationaryMaxK): W's 256 x k slice
+// resident, 64-row tiles of x through a 12-stage ring (three tiles of
+// k = 256), one consumer warpgroup a tile.
+constexpr int kSBM = 64;
+constexpr int kSKBlocks = kStationaryMaxK / kBK;
+constexpr int kSStages = 12;
+struct alignas(1024) StationarySmem {
+  uint16_t w[kSKBlocks][kBN * kBK];
+  uint16_t a[kSStages][kSBM * kBK];
+  uint64_t full[kSStages];
+  uint64_t empty[kSStages];
+  uint64_t w_full;
+  uint64_t turn[2];  // turn[c]: warpgroup c may issue its products
+};
+constexpr size_t kStationarySmemBytes = sizeof(StationarySmem) + 1024;
+static_assert(kStationarySmemBytes <= 227 * 1024, "over Hopper's shared memory a block");
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define OASR_WGMMA_DEVICE 1
@@ -252,6 +271,51 @@ __device__ __forceinline__ void NormEpilogue(float* d, const Epilogue& e, int ro
     }
   }
 }
+
+// A consumer warpgroup's epilogue: its 64 x 256 accumulators (rows row0..,
+// columns col0..) through bias, activation or += and the norms into y (and
+// out). d[4i + {0,1}] is (r, c..c+1), d[4i + {2,3}] is (r + 8, c..c+1), for
+// r = row0 + 16 warp + lane / 4 and c = col0 + 8 i + 2 (lane % 4).
+template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+__device__ __forceinline__ void StoreTile(float* d, const Epilogue& e, int row0, int col0, int m,
+                                          int n) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int r = row0 + warp * 16 + lane / 4;
+  TY* y = static_cast<TY*>(e.y);
+  if constexpr (kNorms) {
+    // n == 256: the block's columns are whole rows (col0 == 0).
+    NormEpilogue<0, T, TY, kAccumulate>(d, e, r, m, lane);
+    NormEpilogue<1, T, TY, kAccumulate>(d, e, r + 8, m, lane);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int c = col0 + i * 8 + 2 * (lane % 4);
+      if (c >= n) continue;
+      const float b0 = e.bias != nullptr ? e.bias[c] : 0.0f;
+      const float b1 = e.bias != nullptr ? e.bias[c + 1] : 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r + 8 * h;
+        if (row >= m) continue;
+        float v0 = d[4 * i + 2 * h] + b0, v1 = d[4 * i + 2 * h + 1] + b1;
+        if constexpr (kAct == Activation::kSwish) {
+          v0 = Swish(v0);
+          v1 = Swish(v1);
+        } else if constexpr (kAct == Activation::kRelu) {
+          v0 = fmaxf(v0, 0.0f);
+          v1 = fmaxf(v1, 0.0f);
+        }
+        TY* at = y + static_cast<int64_t>(row) * e.ldy + c;
+        if constexpr (kAccumulate) {
+          const float2 old = LoadPair(at);
+          v0 += old.x;
+          v1 += old.y;
+        }
+        StorePair(at, v0, v1);
+      }
+    }
+  }
+}
 #endif  // OASR_WGMMA_DEVICE
 
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
@@ -299,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int consumer = warpgroup - 1;
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int lane = threadIdx.x % 32;
     float d[128];
     int stage = 0;
     uint32_t phase = 0;
@@ -333,43 +397,104 @@ __global__ void __launch_bounds__(kThreads, 1)
       KeepLive(d);
       if (prev >= 0 && lane == 0) BarArrive(&s.empty[prev]);
 
-      // Epilogue: d[4i + {0,1}] is (r, c..c+1), d[4i + {2,3}] is (r + 8, c..c+1),
-      // r = this warp's 16 rows + lane / 4, c = 8 i + 2 (lane % 4).
-      const int r = row0 + consumer * 64 + warp * 16 + lane / 4;
-      TY* y = static_cast<TY*>(e.y);
-      if constexpr (kNorms) {
-        // n == 256: the block's columns are whole rows (col0 == 0).
-        NormEpilogue<0, T, TY, kAccumulate>(d, e, r, m, lane);
-        NormEpilogue<1, T, TY, kAccumulate>(d, e, r + 8, m, lane);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          const int c = col0 + i * 8 + 2 * (lane % 4);
-          if (c >= n) continue;
-          const float b0 = e.bias != nullptr ? e.bias[c] : 0.0f;
-          const float b1 = e.bias != nullptr ? e.bias[c + 1] : 0.0f;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = r + 8 * h;
-            if (row >= m) continue;
-            float v0 = d[4 * i + 2 * h] + b0, v1 = d[4 * i + 2 * h + 1] + b1;
-            if constexpr (kAct == Activation::kSwish) {
-              v0 = Swish(v0);
-              v1 = Swish(v1);
-            } else if constexpr (kAct == Activation::kRelu) {
-              v0 = fmaxf(v0, 0.0f);
-              v1 = fmaxf(v1, 0.0f);
-            }
-            TY* at = y + static_cast<int64_t>(row) * e.ldy + c;
-            if constexpr (kAccumulate) {
-              const float2 old = LoadPair(at);
-              v0 += old.x;
-              v1 += old.y;
-            }
-            StorePair(at, v0, v1);
-          }
+      StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, row0 + consumer * 64, col0, m, n);
+    }
+  }
+#endif  // OASR_WGMMA_DEVICE
+}
+
+// The weight-stationary kernel for k <= 256 (most of the model's products):
+// a block owns one 256-column slice of W, loaded into shared memory once,
+// and streams 64-row tiles of x through a ring; its two consumer warpgroups
+// take alternate tiles and turns on the tensor cores (one issues its
+// products once the other's are issued), so each one's epilogue overlaps
+// the other's products. Block b computes column slice b % tiles_n and row
+// tiles b / tiles_n, + per_n, ...: the blocks of every slice walk the rows
+// together, so a tile of x is read from DRAM about once.
+template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+__global__ void __launch_bounds__(kThreads, 1)
+    WgmmaStationaryKernel(const __grid_constant__ CUtensorMap map_x,
+                          const __grid_constant__ CUtensorMap map_w, const Epilogue e, int m,
+                          int n, int k, int per_n) {
+#ifdef OASR_WGMMA_DEVICE
+  extern __shared__ uint8_t smem_raw[];
+  StationarySmem& s = *reinterpret_cast<StationarySmem*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const int tiles_n = (n + kBN - 1) / kBN;
+  const int tiles_m = (m + kSBM - 1) / kSBM;
+  const int k_blocks = (k + kBK - 1) / kBK;
+  const int col0 = (blockIdx.x % tiles_n) * kBN;
+  const int first = blockIdx.x / tiles_n;
+  const int count = first < tiles_m ? (tiles_m - first + per_n - 1) / per_n : 0;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kSStages; ++i) {
+      BarInit(&s.full[i], 1);
+      BarInit(&s.empty[i], 4);  // lane 0 of each warp of the consuming warpgroup
+    }
+    BarInit(&s.w_full, 1);
+    BarInit(&s.turn[0], 4);
+    BarInit(&s.turn[1], 4);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0 && count > 0) {
+      BarExpectBytes(&s.w_full, k_blocks * kBN * kBK * 2);
+      for (int kb = 0; kb < k_blocks; ++kb) TmaLoad(s.w[kb], &map_w, kb * kBK, col0, &s.w_full);
+      for (int i = 0; i < count; ++i) {
+        const int row0 = (first + i * per_n) * kSBM;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          const int seq = i * k_blocks + kb, stage = seq % kSStages;
+          BarWait(&s.empty[stage], ((seq / kSStages) & 1) ^ 1);
+          BarExpectBytes(&s.full[stage], kSBM * kBK * 2);
+          TmaLoad(s.a[stage], &map_x, kb * kBK, row0, &s.full[stage]);
         }
       }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int consumer = warpgroup - 1;
+    const int lane = threadIdx.x % 32;
+    float d[128];
+    if (count > 0) BarWait(&s.w_full, 0);
+    int turn = 0;
+    for (int i = consumer; i < count; i += 2, ++turn) {
+      // Turns: the second warpgroup's products follow the first's, and each
+      // warpgroup's next ones follow the other's last.
+      if (consumer == 1) {
+        BarWait(&s.turn[1], turn & 1);
+      } else if (turn > 0) {
+        BarWait(&s.turn[0], (turn - 1) & 1);
+      }
+      int prev = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        const int seq = i * k_blocks + kb, stage = seq % kSStages;
+        BarWait(&s.full[stage], (seq / kSStages) & 1);
+        WgmmaFence();
+        KeepLive(d);
+        const uint16_t* a = s.a[stage];
+        const uint16_t* b = s.w[kb];
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          Wgmma<T>(d, Desc(a + kk * 16), Desc(b + kk * 16), kb > 0 || kk > 0);
+        }
+        WgmmaCommit();
+        KeepLive(d);
+        WgmmaWait<1>();
+        KeepLive(d);
+        if (prev >= 0 && lane == 0) BarArrive(&s.empty[prev]);
+        prev = stage;
+      }
+      // Every product of this tile is issued: the other warpgroup's turn.
+      if (lane == 0) BarArrive(&s.turn[consumer ^ 1]);
+      WgmmaWait<0>();
+      KeepLive(d);
+      if (lane == 0) BarArrive(&s.empty[prev]);
+      StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, (first + i * per_n) * kSBM, col0, m, n);
     }
   }
 #endif  // OASR_WGMMA_DEVICE
@@ -430,24 +555,47 @@ bool DeviceIsSm90() {
   return known[device] == 1;
 }
 
+// Sets the kernel's shared-memory size once; false when it cannot be.
+template <typename Kernel>
+bool AllowSmem(Kernel kernel, size_t bytes) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes)) == cudaSuccess) {
+    return true;
+  }
+  cudaGetLastError();
+  return false;
+}
+
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
 bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
+  const Epilogue e{p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift, p.out_norm_scale,
+                   p.out_norm_shift, p.out, p.ldo, p.eps};
+  const int64_t tiles_n = (p.n + kBN - 1) / kBN;
   CUtensorMap map_x, map_w;
+  if (p.k <= kStationaryMaxK && max_blocks >= tiles_n && WgmmaWeightStationary()) {
+    if (!EncodeMap(&map_x, p.dtype, p.x, p.m, p.k, p.ldx, kSBM) ||
+        !EncodeMap(&map_w, p.dtype, p.w, p.n, p.k, p.k, kBN)) {
+      return false;
+    }
+    auto kernel = WgmmaStationaryKernel<T, TY, kAct, kAccumulate, kNorms>;
+    static const bool attr_ok = AllowSmem(kernel, kStationarySmemBytes);
+    if (!attr_ok) return false;
+    const int64_t tiles_m = (p.m + kSBM - 1) / kSBM;
+    const int64_t per_n = std::min<int64_t>(tiles_m, max_blocks / tiles_n);
+    kernel<<<static_cast<int>(per_n * tiles_n), kThreads, kStationarySmemBytes, stream>>>(
+        map_x, map_w, e, static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k),
+        static_cast<int>(per_n));
+    OASR_CUDA_LAUNCH_CHECK();
+    return true;
+  }
   if (!EncodeMap(&map_x, p.dtype, p.x, p.m, p.k, p.ldx, kBM) ||
       !EncodeMap(&map_w, p.dtype, p.w, p.n, p.k, p.k, kBN)) {
     return false;
   }
   auto kernel = WgmmaGemmKernel<T, TY, kAct, kAccumulate, kNorms>;
-  static const bool attr_ok =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmemBytes)) == cudaSuccess;
-  if (!attr_ok) {
-    cudaGetLastError();
-    return false;
-  }
-  const Epilogue e{p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift, p.out_norm_scale,
-                   p.out_norm_shift, p.out, p.ldo, p.eps};
-  const int64_t tiles = ((p.m + kBM - 1) / kBM) * ((p.n + kBN - 1) / kBN);
+  static const bool attr_ok = AllowSmem(kernel, kSmemBytes);
+  if (!attr_ok) return false;
+  const int64_t tiles = ((p.m + kBM - 1) / kBM) * tiles_n;
   const int blocks = static_cast<int>(tiles < max_blocks ? tiles : max_blocks);
   kernel<<<blocks, kThreads, kSmemBytes, stream>>>(map_x, map_w, e, static_cast<int>(p.m),
                                                    static_cast<int>(p.n), static_cast<int>(p.k));
@@ -479,7 +627,12 @@ bool LaunchOperands(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) 
   return LaunchTyped<T, T>(p, max_blocks, stream);
 }
 
+std::atomic<bool> g_weight_stationary{true};
+
 }  // namespace
+
+void SetWgmmaWeightStationary(bool on) { g_weight_stationary.store(on); }
+bool WgmmaWeightStationary() { return g_weight_stationary.load(); }
 
 bool WgmmaGemmAvailable() {
 #ifndef OASR_WGMMA_SM90A

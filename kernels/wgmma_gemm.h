@@ -5,13 +5,14 @@
 // back). CUDA builds only; the kernel exists only where the build has an
 // sm_90a target (wgmma, setmaxnreg), otherwise every call says unsupported.
 //
-// The kernel: persistent blocks of three warpgroups; one thread of the
-// first issues tensor-map bulk copies of 128 x 64 tiles of x and 256 x 64
-// tiles of W into a 4-stage ring of 128-byte-swizzled shared memory
-// (mbarriers, full and empty), the other two each multiply 64 rows of the
-// block's 128 by the 256 columns with wgmma (m64n256k16, accumulators in
-// registers) and write the epilogue straight from registers. Rows past m
-// and columns past n are zero-filled by the copy engine and never written.
+// The kernel for k > 256 (SetWgmmaWeightStationary below for k <= 256):
+// persistent blocks of three warpgroups; one thread of the first issues
+// tensor-map bulk copies of 128 x 64 tiles of x and 256 x 64 tiles of W
+// into a 4-stage ring of 128-byte-swizzled shared memory (mbarriers, full
+// and empty), the other two each multiply 64 rows of the block's 128 by
+// the 256 columns with wgmma (m64n256k16, accumulators in registers) and
+// write the epilogue straight from registers. Rows past m and columns past
+// n are zero-filled by the copy engine and never written.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,8 @@ namespace oasr::kernels {
 
 // Rows of x a block computes at a time (its tile is 128 x 256).
 inline constexpr int kWgmmaTileRows = 128;
+// Products with k up to this take the weight-stationary kernel (below).
+inline constexpr int kStationaryMaxK = 256;
 
 struct WgmmaGemmParams {
   const void* x = nullptr;  // [m, k], row stride ldx (elements, a multiple of 8).
@@ -59,6 +62,15 @@ bool WgmmaGemmAvailable();
 // and w, y (and out) aligned to two elements; norms need n == 256 and
 // their scales and shifts.
 bool WgmmaGemmSupported(const WgmmaGemmParams& p);
+
+// Where k <= kStationaryMaxK the product runs on a weight-stationary
+// variant: a block keeps one 256-column slice of W in shared memory for its
+// whole life and streams 64-row tiles of x, its two consumer warpgroups
+// alternating tiles and turns on the tensor cores so that one's epilogue
+// overlaps the other's products. On by default; off sends every product to
+// the 128 x 256 tiles above (a process-wide switch, for benchmarks' A/B).
+void SetWgmmaWeightStationary(bool on);
+bool WgmmaWeightStationary();
 
 // Enqueues the product on `stream` with at most `max_blocks` blocks (the
 // device's multiprocessors). False (nothing enqueued) when unsupported or

@@ -970,6 +970,10 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LinearCase(129, 80, 40, A::kRelu, false, false, 1.0f, GemmKernel::kWgmma));
   cases.push_back(LinearCase(2, 200, 258, A::kSwish, false, false, 1.0f, GemmKernel::kWgmma));
   cases.push_back(LinearCase(700, 2304, 256, A::kRelu, false, false, 1.0f, GemmKernel::kWgmma));
+  // k <= 256 takes the weight-stationary kernel: this m gives a block of
+  // every SM six or seven 64-row tiles, so its ring of x wraps and its
+  // warpgroups take several turns each.
+  cases.push_back(LinearCase(50721, 256, 256, A::kNone, true, true, 1.0f, GemmKernel::kWgmma));
   cases.push_back(LinearNormCase(300, 1024, false, true));
   cases.push_back(LinearNormCase(1000, 256, true, true));
   cases.push_back(LinearNormCase(129, 256, true, false));

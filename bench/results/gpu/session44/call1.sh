@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Session 44, call 1: the weight-stationary wgmma kernel (k <= 256). The
+# harness' linear cases (the new kernel on every k <= 256 wgmma case), the
+# encoder parity of the wgmma policies, oasr-bench-gemm (cuBLASLt, the
+# weight-stationary kernel and the 128 x 256 tiles side by side), the chunk
+# step under each --gemm policy (and fused on the tiles), then the engine
+# with the fastest policy if time is left. Logs in /tmp/c1, back as
+# $OUT/call1.tgz; the summary is stdout.
+#   bash tools/gpu/pack.sh .devrun/new build-gpu/tests/kernels/kernels_backend_ops_gpu_test \
+#     build-gpu/bench/oasr-bench-gemm build-gpu/tests/encoder/encoder_parity_gpu_test \
+#     build-gpu/bench/oasr-bench-step build-gpu/bench/oasr-bench-gpu          (here)
+#   BUDGET=570 OUT=$OUT bash bench/results/gpu/session44/call1.sh
+set -u
+deadline=$(( $(date +%s) + ${BUDGET:-570} ))
+left() { echo $(( deadline - $(date +%s) )); }
+O=/tmp/c1; mkdir -p /tmp/nb $O
+trap 'tar -czf $OUT/call1.tgz -C $O .' EXIT
+[ -d /tmp/nb/bundle ] || tar -xJf .devrun/new/bundle.tar.xz -C /tmp/nb
+B=/tmp/nb/bundle; export LD_LIBRARY_PATH=$B/lib; M=models/en-conformer-ctc
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee $O/gpu.txt
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+step() { echo "== $* ($(date +%T), $(left) s left)"; }
+step "kernel harness: linear cases"
+timeout 150 $B/bin/kernels_backend_ops_gpu_test --gtest_color=no --gtest_filter='*linear*' > $O/harness.log 2>&1
+echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|error .* > bound" $O/harness.log | head -12
+step "oasr-bench-gemm"
+timeout 90 $B/bin/oasr-bench-gemm --rows 8192,32768,131072 --reps 30 > $O/gemm.txt 2>&1
+echo "rc $?"; cat $O/gemm.txt
+step "encoder parity: the wgmma policies"
+timeout 90 $B/bin/encoder_parity_gpu_test --gtest_color=no \
+  --gtest_filter='*Fused*:*Wgmma*:*Norms*' > $O/parity.log 2>&1
+echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|max" $O/parity.log | head -12
+for g in "cublas" "norms" "fused" "wgmma" "fused --wgmma-tiled"; do
+  r=$(left); [ $r -lt 150 ] && { echo "no time for step $g"; continue; }
+  f=$O/step_$(echo $g | tr -d ' -').txt
+  step "oasr-bench-step, products $g"
+  timeout 60 $B/bin/oasr-bench-step --model-dir $M --device cuda --dtype bfloat16 --gemm $g \
+    --batches 512,2048,8192 --modes graph --reps 10 > $f 2>&1
+  grep -E "graph" $f | tail -3
+done
+best=$(for g in norms fused wgmma; do echo "$(grep -E '^ +2048 +graph' $O/step_$g.txt | awk '{print $3}') $g"; done | sort -n | head -1 | awk '{print $2}')
+echo "fastest at B = 2,048: ${best:-none}"
+if [ "$mem" -gt 120000 ]; then rows="85000 95000"; kv=auto; else rows="80000"; kv=float8_e4m3; fi
+for n in $rows; do
+  r=$(left); [ $r -lt 80 ] && { echo "no time for $n"; continue; }
+  step "oasr-bench-gpu greedy, --gemm ${best:-norms}, K/V $kv, $n streams"
+  timeout $(( r < 110 ? r - 5 : 105 )) $B/bin/oasr-bench-gpu --model-dir $M --samples samples --device cuda --warm 4 \
+    --run 10 --seconds 20 --front-end device --streams $n --drivers 6 --frontend-threads 2 \
+    --decode-threads 6 --kv-dtype $kv --gemm ${best:-norms} > $O/greedy_${best}_$n.txt 2>&1
+  echo "rc $?"; grep -v "^ *$" $O/greedy_${best}_$n.txt | tail -6
+done
+step end
