@@ -159,10 +159,18 @@ bool CudaGemm::FusesNorms() const {
          out_ == 256 && WgmmaGemmAvailable();
 }
 
+namespace {
+// kNorms and kEpilogues: the wgmma kernel from a wave of its tiles up.
+bool FillsAWave(const ExecutionContext& ctx, int64_t m) {
+  return m >= int64_t{kWgmmaNormsMinTiles} * kWgmmaTileRows * ctx.multiprocessors();
+}
+}  // namespace
+
 bool CudaGemm::NormsInEpilogue(const ExecutionContext& ctx, int64_t m) const {
   if (!FusesNorms()) return false;
-  if (ResolveGemm(options_.gemm) != GemmKernel::kNorms) return true;
-  return m >= int64_t{kWgmmaNormsMinTiles} * kWgmmaTileRows * ctx.multiprocessors();
+  const GemmKernel g = ResolveGemm(options_.gemm);
+  if (g != GemmKernel::kNorms && g != GemmKernel::kEpilogues) return true;
+  return FillsAWave(ctx, m);
 }
 
 bool CudaGemm::RunWgmma(ExecutionContext& ctx, const LinearArgs& args) {
@@ -170,7 +178,11 @@ bool CudaGemm::RunWgmma(ExecutionContext& ctx, const LinearArgs& args) {
   const GemmKernel g = ResolveGemm(options_.gemm);
   if (g == GemmKernel::kCublas) return false;
   if (g == GemmKernel::kNorms && !norms) return false;
-  if (g == GemmKernel::kFused && options_.activation != Activation::kSwish && !norms) return false;
+  if ((g == GemmKernel::kFused || g == GemmKernel::kEpilogues) &&
+      options_.activation != Activation::kSwish && !norms) {
+    return false;
+  }
+  if (g == GemmKernel::kEpilogues && !FillsAWave(ctx, args.m)) return false;
   WgmmaGemmParams p;
   p.x = args.x;
   p.ldx = args.ldx;

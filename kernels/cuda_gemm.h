@@ -33,7 +33,7 @@ class CudaGemm {
   bool FusesNorms() const;
   // Whether the wgmma kernel's epilogue computes them for m rows (else
   // LinearOp::Run runs the norm op after cuBLASLt's product): always with
-  // kFused and kWgmma, from a wave of tiles up with kNorms.
+  // kFused and kWgmma, from a wave of tiles up with kNorms and kEpilogues.
   bool NormsInEpilogue(const ExecutionContext& ctx, int64_t m) const;
 
   // Plans made so far (one per distinct m, strides, output dtype and mode).

@@ -62,6 +62,8 @@ const char* GemmKernelName(GemmKernel g) {
       return "fused";
     case GemmKernel::kWgmma:
       return "wgmma";
+    case GemmKernel::kEpilogues:
+      return "epilogues";
     default:
       return "auto";
   }
@@ -69,7 +71,7 @@ const char* GemmKernelName(GemmKernel g) {
 
 bool ParseGemmKernel(const std::string& name, GemmKernel* out) {
   for (GemmKernel g : {GemmKernel::kAuto, GemmKernel::kCublas, GemmKernel::kNorms,
-                       GemmKernel::kFused, GemmKernel::kWgmma}) {
+                       GemmKernel::kFused, GemmKernel::kWgmma, GemmKernel::kEpilogues}) {
     if (name == GemmKernelName(g)) {
       *out = g;
       return true;

@@ -29,9 +29,10 @@ namespace oasr::kernels {
 // passes below that and for every other product. kFused: the wgmma kernel
 // for every product whose epilogue saves a pass -- those, and swish's --
 // whatever m. kWgmma: the wgmma kernel wherever it can run. Where the wgmma
-// kernel cannot run, all are cuBLASLt. kAuto is kAutoGemm. The CPU ignores
-// it.
-enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma };
+// kernel cannot run, all are cuBLASLt. kEpilogues: kFused's products (the
+// norms and swish) from a wave of tiles up like kNorms, cuBLASLt below.
+// kAuto is kAutoGemm. The CPU ignores it.
+enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma, kEpilogues };
 inline constexpr int kWgmmaNormsMinTiles = 1;
 // kNorms: on an H100 the wgmma kernel's residual products with the norms
 // in their epilogue take the chunk step 3.3 % (B = 2,048) to 5.4 % (8,192)
@@ -44,7 +45,8 @@ inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
   return g == GemmKernel::kAuto ? kAutoGemm : g;
 }
 const char* GemmKernelName(GemmKernel g);
-// "auto", "cublas", "norms", "fused" or "wgmma"; false for anything else.
+// "auto", "cublas", "norms", "fused", "wgmma" or "epilogues"; false for
+// anything else.
 bool ParseGemmKernel(const std::string& name, GemmKernel* out);
 
 struct LinearOptions {

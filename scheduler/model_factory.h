@@ -112,6 +112,6 @@ inline constexpr char kKvDTypeFlagHelp[] =
 inline constexpr char kGemmFlagHelp[] =
     "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its epilogue "
     "saves a pass (norms: the residual products' layer norms from a wave of tiles up; fused: "
-    "those and swish's) or everywhere (wgmma), or auto";
+    "those and swish's; epilogues: fused's from a wave up) or everywhere (wgmma), or auto";
 
 }  // namespace oasr::scheduler

@@ -979,6 +979,12 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LinearNormCase(129, 256, true, false));
   cases.push_back(LinearNormCase(1000, 256, true, true, GemmKernel::kNorms));
   cases.push_back(LinearNormCase(132 * 128 + 77, 256, false, true, GemmKernel::kNorms));
+  // kEpilogues: swish's product on cuBLASLt and its pass below a wave of
+  // tiles, on the wgmma kernel from one up.
+  cases.push_back(LinearCase(1000, 64, 512, A::kSwish, false, false, 1.0f, GemmKernel::kEpilogues));
+  cases.push_back(
+      LinearCase(132 * 128 + 77, 64, 512, A::kSwish, false, false, 1.0f, GemmKernel::kEpilogues));
+  cases.push_back(LinearNormCase(132 * 128 + 77, 256, true, true, GemmKernel::kEpilogues));
   // Subsampling stages: the first (one channel, float32 features) and the
   // second (256 channels) of conv2d, conv2d6's 5x5 stride 3.
   cases.push_back(Conv2dCase(1, 67, 80, 1, 256, 3, 2));

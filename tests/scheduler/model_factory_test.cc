@@ -55,7 +55,7 @@ TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
 TEST(ComputeFlagsTest, GemmFlagNamesEveryKernelAndRefusesOthers) {
   ModelOptions options;
   EXPECT_EQ(options.gemm, kernels::GemmKernel::kAuto);
-  for (const char* name : {"cublas", "norms", "fused", "wgmma", "auto"}) {
+  for (const char* name : {"cublas", "norms", "fused", "wgmma", "epilogues", "auto"}) {
     ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "tensor-cores", name).ok()) << name;
     EXPECT_STREQ(kernels::GemmKernelName(options.gemm), name);
   }

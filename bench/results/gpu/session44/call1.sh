@@ -30,7 +30,7 @@ step "encoder parity: the wgmma policies"
 timeout 90 $B/bin/encoder_parity_gpu_test --gtest_color=no \
   --gtest_filter='*Fused*:*Wgmma*:*Norms*' > $O/parity.log 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|max" $O/parity.log | head -12
-for g in "cublas" "norms" "fused" "wgmma" "fused --wgmma-tiled"; do
+for g in "cublas" "norms" "epilogues" "fused" "wgmma" "fused --wgmma-tiled"; do
   r=$(left); [ $r -lt 150 ] && { echo "no time for step $g"; continue; }
   f=$O/step_$(echo $g | tr -d ' -').txt
   step "oasr-bench-step, products $g"
@@ -38,7 +38,7 @@ for g in "cublas" "norms" "fused" "wgmma" "fused --wgmma-tiled"; do
     --batches 512,2048,8192 --modes graph --reps 10 > $f 2>&1
   grep -E "graph" $f | tail -3
 done
-best=$(for g in norms fused wgmma; do echo "$(grep -E '^ +2048 +graph' $O/step_$g.txt | awk '{print $3}') $g"; done | sort -n | head -1 | awk '{print $2}')
+best=$(for g in norms epilogues fused wgmma; do echo "$(grep -E '^ +2048 +graph' $O/step_$g.txt | awk '{print $3}') $g"; done | sort -n | head -1 | awk '{print $2}')
 echo "fastest at B = 2,048: ${best:-none}"
 if [ "$mem" -gt 120000 ]; then rows="85000 95000"; kv=auto; else rows="80000"; kv=float8_e4m3; fi
 for n in $rows; do
