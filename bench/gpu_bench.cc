@@ -429,6 +429,11 @@ int Main(int argc, char** argv) {
   app.add_option("--decode-threads", decode_threads, "Host threads of the device context (decode)")
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every op each tick");
+  app.add_option("--fill-widths-from", settings.engine.fill_widths_from,
+                 "Cohorts of this many rows or more run the widest captured width they fill, "
+                 "the rest next tick, instead of padding (0: always pad)")
+      ->check(CLI::Range(0, EngineConfig::kMaxCohortRows))
+      ->capture_default_str();
   app.add_option("--max-cohort", settings.engine.max_cohort_rows,
                  "Most rows a cohort forward runs (0: the slots, at most 16384)")
       ->check(CLI::Range(0, EngineConfig::kMaxCohortRows))
@@ -516,6 +521,13 @@ int Main(int argc, char** argv) {
       settings.engine.max_cohort_rows > 0
           ? std::to_string(settings.engine.max_cohort_rows)
           : "min(slots, " + std::to_string(EngineConfig::kDefaultCohortRows) + ")";
+  std::string graphs = settings.model.device.is_cuda() && !no_graphs ? "on" : "off";
+  if (graphs == "on") {
+    graphs += settings.engine.fill_widths_from > 0
+                  ? " (cohorts from " + std::to_string(settings.engine.fill_widths_from) +
+                        " rows fill a width)"
+                  : " (cohorts padded)";
+  }
   std::printf(
       "oasr-bench-gpu: %s on %s, %s%s, front end %s, %d front-end threads, %d decode threads, "
       "graphs %s, %s decode%s, ticks %s, PCM %s, cohorts of up to %s rows, %d drivers; %.0f s "
@@ -525,7 +537,7 @@ int Main(int argc, char** argv) {
       model_dir.c_str(), settings.model.device.ToString().c_str(), search.c_str(),
       search == "beam" ? (no_lm ? " (no LM)" : " (LMs on)") : "", front_end.c_str(),
       frontend_threads, decode_threads,
-      settings.model.device.is_cuda() && !no_graphs ? "on" : "off", dense ? "dense" : "pruned",
+      graphs.c_str(), dense ? "dense" : "pruned",
       no_decode_thread ? " on the scheduler thread" : "",
       !settings.model.device.is_cuda() || no_overlap ? "one at a time" : "overlapped",
       no_pcm_rings ? "staged" : "in rings", cohort_rows.c_str(), settings.drivers,

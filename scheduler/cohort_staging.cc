@@ -1,5 +1,7 @@
 #include "scheduler/cohort_staging.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 
 namespace oasr::scheduler {
@@ -86,6 +88,12 @@ std::vector<int> GraphLadder(int capacity) {
   }
   widths.push_back(capacity);
   return widths;
+}
+
+size_t FilledRows(std::span<const int> widths, size_t rows, size_t fill_from) {
+  if (fill_from == 0 || rows < fill_from || widths.empty()) return rows;
+  const auto above = std::upper_bound(widths.begin(), widths.end(), static_cast<int>(rows));
+  return above == widths.begin() ? rows : static_cast<size_t>(*(above - 1));
 }
 
 CohortPlan MakeCohortPlan(const CohortStaging& staging, int batch, int chunk,

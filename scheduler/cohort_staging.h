@@ -107,6 +107,12 @@ class CohortStaging {
 // 31 widths for 16,384 rows).
 std::vector<int> GraphLadder(int capacity);
 
+// How many of `rows` ready rows a tick runs with `widths` captured
+// (ascending): all of them below `fill_from` rows (or with fill_from 0, or
+// no widths), padded to the next width; from there on the widest width
+// that is at most `rows`, so that no padding row is computed.
+size_t FilledRows(std::span<const int> widths, size_t rows, size_t fill_from);
+
 // The plan of the staging's first `batch` rows over the engine's caches: the
 // pool's K/V, the mirror's tables (device and host) and the slot states.
 // Every view points at a fixed address, so plans of the same batch made at

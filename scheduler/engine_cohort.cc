@@ -167,6 +167,17 @@ void Engine::PickCohort() {
     row.input_finished = s.input_finished;
   }
   ready_now_.clear();
+  // A loaded tick runs a captured width whole (no padding rows); the rows
+  // past it are queued again, their chunks and latency clocks untouched.
+  const size_t run = FilledRows(graph_widths_, rows_.size(),
+                                static_cast<size_t>(std::max(config_.fill_widths_from, 0)));
+  while (rows_.size() > run) {
+    Stream& s = *rows_.back().stream;
+    s.queued = true;
+    s.ready_index = ready_.size();
+    ready_.push_back(&s);
+    rows_.pop_back();
+  }
 }
 
 bool Engine::ReserveBlocks() {

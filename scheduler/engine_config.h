@@ -87,6 +87,13 @@ struct EngineConfig {
   // (rows whose K/V and state writes land where no stream reads). Off: every op is launched
   // each tick at the cohort's own size.
   bool cuda_graphs = true;
+  // With CUDA graphs, a cohort of at least fill_widths_from rows is cut to
+  // the widest captured width it fills instead of padded to the next one:
+  // the rows left over (under a fifth of it) stay queued and go first next
+  // tick, so a loaded device computes no padding rows and a stream waits at
+  // most one tick more. Narrower cohorts (and 0 here: every cohort) are
+  // padded.
+  int fill_widths_from = 256;
   // The decoder reads each frame's candidates -- its k best units and the
   // blank's log-prob, k being what the search expands (1 greedy,
   // first_beam_size beam) -- selected on the model's device right after the

@@ -1,9 +1,11 @@
 // The cohort staging on the CPU: its row arrays and windows (features, or
 // PCM for a device front end, whose features go to a buffer of their own),
-// the plan it makes, and the ladder of graph widths.
+// the plan it makes, the ladder of graph widths and the widths cohorts fill.
 #include "scheduler/cohort_staging.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "cache/pool_sizing.h"
 #include "encoder/pcm_source.h"
@@ -29,6 +31,26 @@ TEST(GraphLadderTest, AscendsFromOneToTheCapacityWithBoundedPadding) {
     }
   }
   EXPECT_EQ(GraphLadder(16384).size(), 31u);
+}
+
+TEST(GraphLadderTest, LoadedCohortsFillACapturedWidth) {
+  const std::vector<int> w = GraphLadder(16384);
+  // Below the threshold, without one, or without widths: every row runs.
+  EXPECT_EQ(FilledRows(w, 200, 256), 200u);
+  EXPECT_EQ(FilledRows(w, 1000, 0), 1000u);
+  EXPECT_EQ(FilledRows({}, 1000, 256), 1000u);
+  for (size_t rows : {size_t{256}, size_t{300}, size_t{1000}, size_t{5000}, size_t{16384}}) {
+    const size_t run = FilledRows(w, rows, 256);
+    // A captured width, the widest one the rows fill, leaving under a fifth.
+    EXPECT_TRUE(std::find(w.begin(), w.end(), static_cast<int>(run)) != w.end()) << rows;
+    EXPECT_LE(run, rows);
+    const auto next = std::upper_bound(w.begin(), w.end(), static_cast<int>(run));
+    if (next != w.end()) {
+      EXPECT_GT(static_cast<size_t>(*next), rows) << rows;
+    }
+    EXPECT_LT(rows - run, rows / 5 + 1) << rows;
+  }
+  EXPECT_EQ(FilledRows(w, 16384, 256), 16384u);
 }
 
 TEST(CohortStagingTest, FeatureWindowsAreTheDeviceViewsOnTheCpu) {

@@ -445,6 +445,32 @@ TEST_P(EngineFrontEndTest, CohortsAreCappedAtMaxCohortRowsAndTheRestRunNext) {
   ExpectAllFreed(engine);
 }
 
+TEST(EngineTest, LoadedCohortsFillACapturedWidthAndTheRestRunNext) {
+  // 40 streams, all audio at once, cohorts from 4 rows cut to a captured
+  // width (1, 2, 4, ... 64): with CUDA graphs no cohort of 4 rows or more is
+  // padded, the rows left over run next tick, and every stream gets what it
+  // gets alone. (Without graphs nothing is cut.)
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  EngineConfig config;
+  config.max_batch_size = 40;
+  config.max_wait_ms = 1000;
+  config.fill_widths_from = 4;
+  TestEngine setup = MakeEngine(config);
+  Engine& engine = *setup.engine;
+  std::mt19937 rng(91);
+  std::vector<std::vector<int16_t>> audio;
+  for (int i = 0; i < 40; ++i) audio.push_back(MakeAudio(rng, 0.7 + 0.07 * (i % 5), 16000));
+  StreamRequest request;
+  request.decode.nbest = 1;
+  ASSERT_NO_FATAL_FAILURE(ExpectAllAtOnceAsAlone(setup, audio, request, /*partials=*/false));
+  const Histogram::Snapshot batches = engine.stats().batch_size.Read();
+  EXPECT_GT(batches.sum / batches.count, 4.0) << "the streams were not batched";
+  // Only a cohort of 3 rows is padded (by one); 40 streams padded to the
+  // ladder would pad 24 rows at once.
+  EXPECT_LE(engine.stats().padded_rows.load(), kGraphs ? batches.count : 0);
+  ExpectAllFreed(engine);
+}
+
 TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;

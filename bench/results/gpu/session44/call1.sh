@@ -4,7 +4,7 @@
 # encoder parity of the wgmma policies, oasr-bench-gemm (cuBLASLt, the
 # weight-stationary kernel and the 128 x 256 tiles side by side), the chunk
 # step under each --gemm policy (and fused on the tiles), then the engine
-# with the fastest policy if time is left. Logs in /tmp/c1, back as
+# with the fastest policy, cohorts filling a captured width or padded. Logs in /tmp/c1, back as
 # $OUT/call1.tgz; the summary is stdout.
 #   bash tools/gpu/pack.sh .devrun/new build-gpu/tests/kernels/kernels_backend_ops_gpu_test \
 #     build-gpu/bench/oasr-bench-gemm build-gpu/tests/encoder/encoder_parity_gpu_test \
@@ -40,13 +40,20 @@ for g in "cublas" "norms" "epilogues" "fused" "wgmma" "fused --wgmma-tiled"; do
 done
 best=$(for g in norms epilogues fused wgmma; do echo "$(grep -E '^ +2048 +graph' $O/step_$g.txt | awk '{print $3}') $g"; done | sort -n | head -1 | awk '{print $2}')
 echo "fastest at B = 2,048: ${best:-none}"
-if [ "$mem" -gt 120000 ]; then rows="85000 95000"; kv=auto; else rows="80000"; kv=float8_e4m3; fi
-for n in $rows; do
-  r=$(left); [ $r -lt 80 ] && { echo "no time for $n"; continue; }
-  step "oasr-bench-gpu greedy, --gemm ${best:-norms}, K/V $kv, $n streams"
+# The engine: the fastest policy, cohorts filling a captured width (the
+# default) and, for the first N, padded to the ladder as before.
+if [ "$mem" -gt 120000 ]; then rows="85000:256 85000:0 95000:256"; kv=auto; else rows="80000:256 80000:0"; kv=float8_e4m3; fi
+for nf in $rows; do
+  n=${nf%:*}; fill=${nf#*:}
+  r=$(left); [ $r -lt 80 ] && { echo "no time for $n fill $fill"; continue; }
+  step "oasr-bench-gpu greedy, --gemm ${best:-norms}, K/V $kv, $n streams, fill from $fill"
+  # NVML's utilisation (the share of each 200 ms with a kernel running) beside it.
+  nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader -lms 200 > $O/util_${n}_$fill.txt 2>&1 &
+  smi=$!
   timeout $(( r < 110 ? r - 5 : 105 )) $B/bin/oasr-bench-gpu --model-dir $M --samples samples --device cuda --warm 4 \
     --run 10 --seconds 20 --front-end device --streams $n --drivers 6 --frontend-threads 2 \
-    --decode-threads 6 --kv-dtype $kv --gemm ${best:-norms} > $O/greedy_${best}_$n.txt 2>&1
-  echo "rc $?"; grep -v "^ *$" $O/greedy_${best}_$n.txt | tail -6
+    --decode-threads 6 --kv-dtype $kv --gemm ${best:-norms} --fill-widths-from $fill > $O/greedy_${best}_${n}_$fill.txt 2>&1
+  echo "rc $?"; kill $smi 2>/dev/null; grep -v "^ *$" $O/greedy_${best}_${n}_$fill.txt | tail -6
+  awk -F', ' '{gsub(/ %/,"",$2); if (NR > 25 && NR <= 75) {s += $2; c++}} END {if (c) printf "NVML utilisation %.1f %% (mean of %d samples, 5-15 s in)\n", s / c, c}' $O/util_${n}_$fill.txt
 done
 step end
