@@ -464,6 +464,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   std::string gemm = "auto";
   app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
+  std::string wgmma_k256 = "default";
+  app.add_option("--wgmma-k256", wgmma_k256, kWgmmaK256FlagHelp)->capture_default_str();
   std::string kv_dtype = "auto";
   app.add_option("--kv-dtype", kv_dtype, kKvDTypeFlagHelp)->capture_default_str();
   app.add_option("--offline-streams", offline_streams, "Utterances of the offline run (0: none)");
@@ -479,6 +481,10 @@ int Main(int argc, char** argv) {
   settings.model.cpu_threads = decode_threads;
   if (absl::Status s = SetComputeFlags(device, dtype, &settings.model, stem, gemm, kv_dtype);
       !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 2;
+  }
+  if (absl::Status s = SetWgmmaK256Flag(wgmma_k256); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }

@@ -30,8 +30,6 @@
 
 #if OASR_WITH_CUDA
 #include <nvtx3/nvToolsExt.h>
-
-#include "kernels/wgmma_gemm.h"
 #endif
 
 namespace oasr::scheduler {
@@ -176,10 +174,8 @@ int Main(int argc, char** argv) {
   app.add_option("--gemm", gemm, kGemmFlagHelp)->capture_default_str();
   std::string kv_dtype = "auto";
   app.add_option("--kv-dtype", kv_dtype, kKvDTypeFlagHelp)->capture_default_str();
-  bool tiled = false;
-  app.add_flag("--wgmma-tiled", tiled,
-               "CUDA: the wgmma kernel's products with k <= 256 on its 128 x 256 tiles instead "
-               "of weight-stationary (an A/B switch)");
+  std::string wgmma_k256 = "default";
+  app.add_option("--wgmma-k256", wgmma_k256, kWgmmaK256FlagHelp)->capture_default_str();
   app.add_option(
       "--batches", batches,
       "Comma-separated batch sizes (default: 1,64,512,2048,8192 on CUDA, 1,8,32 on the CPU)");
@@ -202,9 +198,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.fused_feed_forward = ffn == "fused";
-#if OASR_WITH_CUDA
-  kernels::SetWgmmaWeightStationary(!tiled);
-#endif
+  if (absl::Status s = SetWgmmaK256Flag(wgmma_k256); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 2;
+  }
   if (batches.empty()) batches = options.device.is_cuda() ? "1,64,512,2048,8192" : "1,8,32";
   if (modes.empty()) modes = options.device.is_cuda() ? "eager,graph" : "eager";
   absl::StatusOr<LoadedModel> loaded = LoadModel(options);
@@ -223,7 +220,7 @@ int Main(int argc, char** argv) {
       c.num_blocks, c.output_size, c.linear_units, c.attention_heads, c.cnn_module_kernel,
       c.output_dim, g.chunk_size, chunk_s, history, model.context().Describe().c_str(),
       DTypeName(loaded->dtype), stem.c_str(), ffn.c_str(), gemm.c_str(),
-      tiled ? " (wgmma tiled)" : "", flops / 1e6);
+      wgmma_k256 == "default" ? "" : (" (k <= 256 " + wgmma_k256 + ")").c_str(), flops / 1e6);
   std::printf("%8s %6s %12s %16s %14s %10s %8s\n", "B", "mode", "step ms", "real-time streams",
               "frames/s", "TFLOP/s", "% peak");
   for (absl::string_view part : absl::StrSplit(batches, ',')) {

@@ -8,6 +8,10 @@
 #include "scheduler/conformer_streaming_model.h"
 #include "spdlog/spdlog.h"
 
+#if OASR_WITH_CUDA
+#include "kernels/wgmma_gemm.h"
+#endif
+
 namespace oasr::scheduler {
 namespace {
 
@@ -74,6 +78,17 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text) {
                                                CudaDeviceCount(), " CUDA devices)"));
   }
   return device;
+}
+
+absl::Status SetWgmmaK256Flag(const std::string& name) {
+  if (name != "default" && name != "stationary" && name != "tiled") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wgmma-k256 '", name, "': expected default, stationary or tiled"));
+  }
+#if OASR_WITH_CUDA
+  if (name != "default") kernels::SetWgmmaWeightStationary(name == "stationary");
+#endif
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> ParseKvDType(const std::string& name) {

@@ -108,6 +108,15 @@ absl::StatusOr<bool> ParseKvDType(const std::string& name);
 inline constexpr char kKvDTypeFlagHelp[] =
     "The K/V pool's dtype: auto (the compute dtype) or float8_e4m3 (fp8: half the pool's memory "
     "a stream; the CPU, and CUDA in 16 bits)";
+// The benchmarks' --wgmma-k256 flag (an A/B switch): "default" leaves the
+// library's choice; "stationary" or "tiled" runs the wgmma kernel's
+// products with k <= 256 weight-stationary or on its 128 x 256 tiles
+// (kernels::SetWgmmaWeightStationary, process-wide; CUDA builds).
+// INVALID_ARGUMENT for anything else.
+absl::Status SetWgmmaK256Flag(const std::string& name);
+inline constexpr char kWgmmaK256FlagHelp[] =
+    "CUDA: the wgmma kernel's products with k <= 256 weight-stationary or on its 128 x 256 "
+    "tiles (an A/B switch: stationary, tiled, or default)";
 // The --gemm flag's help, for the tools that offer it.
 inline constexpr char kGemmFlagHelp[] =
     "CUDA, 16-bit: the products on cublas, on the project's wgmma kernel where its epilogue "

@@ -30,16 +30,17 @@ step "encoder parity: the wgmma policies"
 timeout 90 $B/bin/encoder_parity_gpu_test --gtest_color=no \
   --gtest_filter='*Fused*:*Wgmma*:*Norms*' > $O/parity.log 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|max" $O/parity.log | head -12
-for g in "cublas" "norms" "epilogues" "fused" "fused --wgmma-tiled"; do
+for g in "cublas" "norms --wgmma-k256 tiled" "norms --wgmma-k256 stationary" "epilogues --wgmma-k256 stationary" "fused --wgmma-k256 stationary" "fused --wgmma-k256 tiled"; do
   r=$(left); [ $r -lt 200 ] && { echo "no time for step $g"; continue; }
-  f=$O/step_$(echo $g | tr -d ' -').txt
+  f=$O/step_$(echo $g | sed 's/ --wgmma-k256 /_/').txt
   step "oasr-bench-step, products $g"
   timeout 60 $B/bin/oasr-bench-step --model-dir $M --device cuda --dtype bfloat16 --gemm $g \
     --batches 512,2048,8192 --modes graph --reps 10 > $f 2>&1
   grep -E "graph" $f | tail -3
 done
-best=$(for g in norms epilogues fused; do echo "$(grep -sE '^ +2048 +graph' $O/step_$g.txt | awk '{print $3}') $g"; done | awk 'NF == 2' | sort -n | head -1 | awk '{print $2}')
+best=$(for g in norms_tiled norms_stationary epilogues_stationary fused_stationary; do echo "$(grep -sE '^ +2048 +graph' $O/step_$g.txt | awk '{print $3}') $g"; done | awk 'NF == 2' | sort -n | head -1 | awk '{print $2}')
 echo "fastest at B = 2,048: ${best:-none}"
+pol=${best%_*}; k256=${best#*_}
 # The engine: the fastest policy, cohorts filling a captured width (the
 # default) and, for the first N, padded to the ladder as before.
 if [ "$mem" -gt 120000 ]; then rows="90000:256 90000:0"; kv=auto; else rows="80000:256 80000:0"; kv=float8_e4m3; fi
@@ -52,7 +53,7 @@ for nf in $rows; do
   smi=$!
   timeout $(( r < 110 ? r - 5 : 105 )) $B/bin/oasr-bench-gpu --model-dir $M --samples samples --device cuda --warm 4 \
     --run 10 --seconds 20 --front-end device --streams $n --drivers 6 --frontend-threads 2 \
-    --decode-threads 6 --kv-dtype $kv --gemm ${best:-norms} --fill-widths-from $fill > $O/greedy_${best}_${n}_$fill.txt 2>&1
+    --decode-threads 6 --kv-dtype $kv --gemm ${pol:-norms} --wgmma-k256 ${k256:-default} --fill-widths-from $fill > $O/greedy_${best}_${n}_$fill.txt 2>&1
   echo "rc $?"; kill $smi 2>/dev/null; grep -v "^ *$" $O/greedy_${best}_${n}_$fill.txt | tail -6
   awk -F', ' '{gsub(/ %/,"",$2); if (NR > 25 && NR <= 75) {s += $2; c++}} END {if (c) printf "NVML utilisation %.1f %% (mean of %d samples, 5-15 s in)\n", s / c, c}' $O/util_${n}_$fill.txt
 done
