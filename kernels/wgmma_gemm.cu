@@ -627,7 +627,7 @@ bool LaunchOperands(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) 
   return LaunchTyped<T, T>(p, max_blocks, stream);
 }
 
-std::atomic<bool> g_weight_stationary{true};
+std::atomic<bool> g_weight_stationary{false};
 
 }  // namespace
 

@@ -67,8 +67,9 @@ bool WgmmaGemmSupported(const WgmmaGemmParams& p);
 // variant: a block keeps one 256-column slice of W in shared memory for its
 // whole life and streams 64-row tiles of x, its two consumer warpgroups
 // alternating tiles and turns on the tensor cores so that one's epilogue
-// overlaps the other's products. On by default; off sends every product to
-// the 128 x 256 tiles above (a process-wide switch, for benchmarks' A/B).
+// overlaps the other's products. Off by default until it has been measured
+// and its cases have passed on a GPU (every product then takes the 128 x 256
+// tiles above); a process-wide switch, for benchmarks' A/B.
 void SetWgmmaWeightStationary(bool on);
 bool WgmmaWeightStationary();
 
