@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <mutex>
 
 #include "kernels/cuda_common.cuh"
@@ -627,7 +629,12 @@ bool LaunchOperands(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) 
   return LaunchTyped<T, T>(p, max_blocks, stream);
 }
 
-std::atomic<bool> g_weight_stationary{false};
+// Initially OASR_WGMMA_STATIONARY's value when it is set ("1" on, anything
+// else off), else off.
+std::atomic<bool> g_weight_stationary{[] {
+  const char* env = std::getenv("OASR_WGMMA_STATIONARY");
+  return env != nullptr && std::string_view(env) == "1";
+}()};
 
 }  // namespace
 

@@ -69,7 +69,9 @@ bool WgmmaGemmSupported(const WgmmaGemmParams& p);
 // alternating tiles and turns on the tensor cores so that one's epilogue
 // overlaps the other's products. Off by default until it has been measured
 // and its cases have passed on a GPU (every product then takes the 128 x 256
-// tiles above); a process-wide switch, for benchmarks' A/B.
+// tiles above); a process-wide switch, for benchmarks' A/B, initially on
+// when the environment has OASR_WGMMA_STATIONARY=1 (so that a test binary
+// can run its cases on it).
 void SetWgmmaWeightStationary(bool on);
 bool WgmmaWeightStationary();
 

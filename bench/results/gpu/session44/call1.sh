@@ -20,14 +20,14 @@ B=/tmp/nb/bundle; export LD_LIBRARY_PATH=$B/lib; M=models/en-conformer-ctc
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee $O/gpu.txt
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 step() { echo "== $* ($(date +%T), $(left) s left)"; }
-step "kernel harness: linear cases"
-timeout 150 $B/bin/kernels_backend_ops_gpu_test --gtest_color=no --gtest_filter='*linear*' > $O/harness.log 2>&1
+step "kernel harness: linear cases, weight-stationary for k <= 256"
+OASR_WGMMA_STATIONARY=1 timeout 150 $B/bin/kernels_backend_ops_gpu_test --gtest_color=no --gtest_filter='*linear*' > $O/harness.log 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|error .* > bound" $O/harness.log | head -12
 step "oasr-bench-gemm"
 timeout 90 $B/bin/oasr-bench-gemm --rows 8192,32768,131072 --reps 30 > $O/gemm.txt 2>&1
 echo "rc $?"; cat $O/gemm.txt
-step "encoder parity: the wgmma policies"
-timeout 90 $B/bin/encoder_parity_gpu_test --gtest_color=no \
+step "encoder parity: the wgmma policies, weight-stationary for k <= 256"
+OASR_WGMMA_STATIONARY=1 timeout 90 $B/bin/encoder_parity_gpu_test --gtest_color=no \
   --gtest_filter='*Fused*:*Wgmma*:*Norms*' > $O/parity.log 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|max" $O/parity.log | head -12
 for g in "cublas" "norms --wgmma-k256 tiled" "norms --wgmma-k256 stationary" "epilogues --wgmma-k256 stationary" "fused --wgmma-k256 stationary" "fused --wgmma-k256 tiled"; do
