@@ -30,7 +30,9 @@ namespace oasr::kernels {
 // for every product whose epilogue saves a pass -- those, and swish's --
 // whatever m. kWgmma: the wgmma kernel wherever it can run. Where the wgmma
 // kernel cannot run, all are cuBLASLt. kEpilogues: kFused's products (the
-// norms and swish) from a wave of tiles up like kNorms, cuBLASLt below.
+// norms and swish) from a wave of tiles up like kNorms, cuBLASLt below
+// (slower than kNorms on an H100: swish's products are slower on the wgmma
+// kernel than cuBLASLt's with its pass, session 44).
 // kAuto is kAutoGemm. The CPU ignores it.
 enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma, kEpilogues };
 inline constexpr int kWgmmaNormsMinTiles = 1;

@@ -67,11 +67,12 @@ bool WgmmaGemmSupported(const WgmmaGemmParams& p);
 // variant: a block keeps one 256-column slice of W in shared memory for its
 // whole life and streams 64-row tiles of x, its two consumer warpgroups
 // alternating tiles and turns on the tensor cores so that one's epilogue
-// overlaps the other's products. Off by default until it has been measured
-// and its cases have passed on a GPU (every product then takes the 128 x 256
-// tiles above); a process-wide switch, for benchmarks' A/B, initially on
-// when the environment has OASR_WGMMA_STATIONARY=1 (so that a test binary
-// can run its cases on it).
+// overlaps the other's products. Correct, but on an H100 no faster than
+// the tiles (its 4-byte stores from registers are the limit, not W's
+// reloads: gpu.md), so off by default: every product then takes the
+// 128 x 256 tiles above. A process-wide switch, for benchmarks' A/B,
+// initially on when the environment has OASR_WGMMA_STATIONARY=1 (so that a
+// test binary can run its cases on it).
 void SetWgmmaWeightStationary(bool on);
 bool WgmmaWeightStationary();
 

@@ -91,9 +91,10 @@ struct EngineConfig {
   // the widest captured width it fills instead of padded to the next one:
   // the rows left over (under a fifth of it) stay queued and go first next
   // tick, so a loaded device computes no padding rows and a stream waits at
-  // most one tick more. Narrower cohorts are padded; 0 (the default until it
-  // is measured on a GPU, 256 the intended setting) pads every cohort.
-  int fill_widths_from = 0;
+  // most one tick more. Narrower cohorts are padded; 0 pads every cohort.
+  // On an H100 it took 80,000 greedy streams from p99 150 ms to <= 100 ms
+  // (bench/results/gpu-scale.md, session 44).
+  int fill_widths_from = 256;
   // The decoder reads each frame's candidates -- its k best units and the
   // blank's log-prob, k being what the search expands (1 greedy,
   // first_beam_size beam) -- selected on the model's device right after the
