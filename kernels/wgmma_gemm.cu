@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <string_view>
 #include <mutex>
+#include <string_view>
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/wgmma_gemm.h"
@@ -416,8 +416,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaStationaryKernel(const __grid_constant__ CUtensorMap map_x,
-                          const __grid_constant__ CUtensorMap map_w, const Epilogue e, int m,
-                          int n, int k, int per_n) {
+                          const __grid_constant__ CUtensorMap map_w, const Epilogue e, int m, int n,
+                          int k, int per_n) {
 #ifdef OASR_WGMMA_DEVICE
   extern __shared__ uint8_t smem_raw[];
   StationarySmem& s = *reinterpret_cast<StationarySmem*>(
