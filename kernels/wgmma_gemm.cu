@@ -20,24 +20,36 @@ constexpr int kBK = 64;        // 64 16-bit elements: one 128-byte swizzle span
 constexpr int kStages = 4;     // shared-memory ring depth
 constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kTileBytes = (kBM + kBN) * kBK * 2;
+// The epilogue's staging area of one consumer warp: 8 rows of the block's
+// 256 16-bit columns, so that a warp's output leaves in whole 512-byte rows
+// (16 bytes a lane) instead of the accumulators' 4-byte pairs. Rows are 16
+// bytes longer than their data, so both the pairs going in and the rows
+// coming out are free of bank conflicts, and a lane's 32 pairs sit at fixed
+// offsets from one address.
+constexpr int kStageRowBytes = kBN * 2 + 16;
+constexpr int kStageBytes = 8 * kStageRowBytes;
+constexpr int kConsumerWarps = 8;
 
 struct alignas(1024) Smem {
   uint16_t a[kStages][kBM * kBK];
   uint16_t b[kStages][kBN * kBK];
+  uint8_t stage[kConsumerWarps][kStageBytes];
   uint64_t full[kStages];
   uint64_t empty[kStages];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the base
+static_assert(kSmemBytes <= 227 * 1024, "over Hopper's shared memory a block");
 
 // The weight-stationary kernel (k <= kStationaryMaxK): W's 256 x k slice
-// resident, 64-row tiles of x through a 12-stage ring (three tiles of
+// resident, 64-row tiles of x through an 8-stage ring (two tiles of
 // k = 256), one consumer warpgroup a tile.
 constexpr int kSBM = 64;
 constexpr int kSKBlocks = kStationaryMaxK / kBK;
-constexpr int kSStages = 12;
+constexpr int kSStages = 8;
 struct alignas(1024) StationarySmem {
   uint16_t w[kSKBlocks][kBN * kBK];
   uint16_t a[kSStages][kSBM * kBK];
+  uint8_t stage[kConsumerWarps][kStageBytes];
   uint64_t full[kSStages];
   uint64_t empty[kSStages];
   uint64_t w_full;
@@ -318,6 +330,163 @@ __device__ __forceinline__ void StoreTile(float* d, const Epilogue& e, int row0,
     }
   }
 }
+
+// Byte `byte` (0..511) of staging row `row` (0..7).
+__device__ __forceinline__ int StageOffset(int row, int byte) {
+  return row * kStageRowBytes + byte;
+}
+// The warp's 8 staged rows out to y's rows row0.. (columns col0 + 8 lane ..
+// + 7 for each lane), whole 16-byte chunks where they are in range and
+// aligned, else pair by pair; rows past m are not written.
+template <typename TY>
+__device__ __forceinline__ void StageToGlobal(const uint8_t* stage, TY* y, int64_t ldy, int row0,
+                                             int col0, int m, int n, int lane) {
+  const int c = col0 + lane * 8;
+  if (c >= n) return;
+#pragma unroll 2
+  for (int rr = 0; rr < 8; ++rr) {
+    if (row0 + rr < m) {
+      const uint4 v = *reinterpret_cast<const uint4*>(stage + StageOffset(rr, lane * 16));
+      TY* at = y + static_cast<int64_t>(row0 + rr) * ldy + c;
+      if (c + 8 <= n && (reinterpret_cast<uintptr_t>(at) & 15) == 0) {
+        *reinterpret_cast<uint4*>(at) = v;
+      } else {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (c + 2 * j < n) *reinterpret_cast<uint32_t*>(at + 2 * j) = w[j];
+        }
+      }
+    }
+  }
+}
+// Starts copying y's rows row0..row0 + 7 (columns col0..col0 + 255) into
+// the staging rows, the way StageToGlobal writes them, as one group of
+// cp.async (no registers held: the copies fly while the warp computes);
+// what is out of range reads 0. WaitStage makes them visible to the warp.
+template <typename TY>
+__device__ __forceinline__ void IssueGlobalToStage(uint8_t* stage, const TY* y, int64_t ldy,
+                                                   int row0, int col0, int m, int n, int lane) {
+  const int c = col0 + lane * 8;
+  __syncwarp();  // the warp's last reads of the staging rows are done
+#pragma unroll
+  for (int rr = 0; rr < 8; ++rr) {
+    uint8_t* to = stage + StageOffset(rr, lane * 16);
+    const TY* at = y + static_cast<int64_t>(row0 + rr) * ldy + c;
+    if (row0 + rr < m && c + 8 <= n && (reinterpret_cast<uintptr_t>(at) & 15) == 0) {
+      cuda::CopyAsync16(to, at);
+    } else {
+      uint32_t w[4] = {0, 0, 0, 0};
+      if (row0 + rr < m) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (c + 2 * j < n) w[j] = *reinterpret_cast<const uint32_t*>(at + 2 * j);
+        }
+      }
+      *reinterpret_cast<uint4*>(to) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+  cuda::CommitAsync();
+}
+__device__ __forceinline__ void WaitStage() {
+  cuda::WaitAsync<0>();
+  __syncwarp();
+}
+// A lane's 32 pairs of one of its rows (kHalf: r or r + 8) into the staging
+// rows as 16-bit values, then the warp's 8 rows out to y's rows row0...
+template <int kHalf, typename TY>
+__device__ __forceinline__ void WriteHalf(const float* d, uint8_t* stage, TY* y, int64_t ldy,
+                                          int row0, int col0, int m, int n, int lane) {
+  const int r = lane / 4, q = lane % 4;
+  __syncwarp();  // the warp's last reads of the staging rows are done
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    *reinterpret_cast<uint32_t*>(stage + StageOffset(r, 16 * i + 4 * q)) =
+        cuda::PackPair<TY>(d[4 * i + 2 * kHalf], d[4 * i + 2 * kHalf + 1]);
+  }
+  __syncwarp();
+  StageToGlobal(stage, y, ldy, row0, col0, m, n, lane);
+}
+
+// StoreTile for 16-bit y through the warp's staging rows: the same values,
+// written (and, for +=, read) in whole rows. `stage` is the warp's area;
+// for +=, half 0's rows of y were issued into it before the tile's
+// products (PrefetchOld), half 1's are issued here.
+template <int kHalf, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+__device__ __forceinline__ void StoreHalfStaged(float* d, const Epilogue& e, uint8_t* stage,
+                                                int row0, int col0, int m, int n, int lane) {
+  const int r = lane / 4, q = lane % 4;
+  TY* y = static_cast<TY*>(e.y);
+  if constexpr (kAccumulate) {
+    if constexpr (kHalf == 1) IssueGlobalToStage(stage, y, e.ldy, row0, col0, m, n, lane);
+    WaitStage();
+  }
+  // The register path's order: bias, then the activation or +=.
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int c = col0 + i * 8 + 2 * q;
+    float v0 = d[4 * i + 2 * kHalf], v1 = d[4 * i + 2 * kHalf + 1];
+    if (e.bias != nullptr && c < n) {
+      const float2 b = *reinterpret_cast<const float2*>(e.bias + c);
+      v0 += b.x;
+      v1 += b.y;
+    }
+    if constexpr (kAct == Activation::kSwish) {
+      v0 = Swish(v0);
+      v1 = Swish(v1);
+    } else if constexpr (kAct == Activation::kRelu) {
+      v0 = fmaxf(v0, 0.0f);
+      v1 = fmaxf(v1, 0.0f);
+    }
+    if constexpr (kAccumulate) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(stage + StageOffset(r, 16 * i + 4 * q));
+      const TY* old = reinterpret_cast<const TY*>(&w);
+      v0 += cuda::ToFloat(old[0]);
+      v1 += cuda::ToFloat(old[1]);
+    }
+    d[4 * i + 2 * kHalf] = v0;
+    d[4 * i + 2 * kHalf + 1] = v1;
+  }
+  if constexpr (kNorms) {
+    if (e.y_norm_scale != nullptr) NormRow<kHalf>(d, lane, e.y_norm_scale, e.y_norm_shift, e.eps);
+  }
+  WriteHalf<kHalf>(d, stage, y, e.ldy, row0, col0, m, n, lane);
+  if constexpr (kNorms) {
+    if (e.out_norm_scale != nullptr) {
+      NormRow<kHalf>(d, lane, e.out_norm_scale, e.out_norm_shift, e.eps);
+      WriteHalf<kHalf>(d, stage, static_cast<TY*>(e.out), e.ldo, row0, col0, m, n, lane);
+    }
+  }
+}
+
+// Before a tile's products, for +=: starts reading the first 8 of the
+// warp's 16 rows of y (row0: the consumer warpgroup's first row) into its
+// staging rows, so that the read overlaps the products.
+template <typename TY, bool kAccumulate>
+__device__ __forceinline__ void PrefetchOld(const Epilogue& e, uint8_t* stage, int row0, int col0,
+                                            int m, int n) {
+  if constexpr (kAccumulate && sizeof(TY) == 2) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    IssueGlobalToStage(stage, static_cast<const TY*>(e.y), e.ldy, row0 + warp * 16, col0, m, n,
+                       lane);
+  }
+}
+
+// A consumer warpgroup's epilogue (as StoreTile): 16-bit y through the
+// warp's staging rows, float32 y straight from registers.
+template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+__device__ __forceinline__ void EpilogueTile(float* d, const Epilogue& e, uint8_t* stage, int row0,
+                                             int col0, int m, int n) {
+  if constexpr (sizeof(TY) == 2) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    StoreHalfStaged<0, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0 + warp * 16, col0, m, n,
+                                                      lane);
+    StoreHalfStaged<1, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0 + warp * 16 + 8, col0, m,
+                                                      n, lane);
+  } else {
+    StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, row0, col0, m, n);
+  }
+}
 #endif  // OASR_WGMMA_DEVICE
 
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
@@ -371,6 +540,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const int row0 = (tile / tiles_n) * kBM, col0 = (tile % tiles_n) * kBN;
+      PrefetchOld<TY, kAccumulate>(e, s.stage[threadIdx.x / 32 - 4], row0 + consumer * 64, col0, m,
+                                   n);
       int prev = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         BarWait(&s.full[stage], phase);
@@ -399,7 +570,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       KeepLive(d);
       if (prev >= 0 && lane == 0) BarArrive(&s.empty[prev]);
 
-      StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, row0 + consumer * 64, col0, m, n);
+      EpilogueTile<T, TY, kAct, kAccumulate, kNorms>(d, e, s.stage[threadIdx.x / 32 - 4],
+                                                     row0 + consumer * 64, col0, m, n);
     }
   }
 #endif  // OASR_WGMMA_DEVICE
@@ -472,6 +644,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else if (turn > 0) {
         BarWait(&s.turn[0], (turn - 1) & 1);
       }
+      PrefetchOld<TY, kAccumulate>(e, s.stage[threadIdx.x / 32 - 4], (first + i * per_n) * kSBM,
+                                   col0, m, n);
       int prev = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         const int seq = i * k_blocks + kb, stage = seq % kSStages;
@@ -496,7 +670,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaWait<0>();
       KeepLive(d);
       if (lane == 0) BarArrive(&s.empty[prev]);
-      StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, (first + i * per_n) * kSBM, col0, m, n);
+      EpilogueTile<T, TY, kAct, kAccumulate, kNorms>(d, e, s.stage[threadIdx.x / 32 - 4],
+                                                     (first + i * per_n) * kSBM, col0, m, n);
     }
   }
 #endif  // OASR_WGMMA_DEVICE

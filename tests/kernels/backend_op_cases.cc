@@ -970,6 +970,11 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LinearCase(129, 80, 40, A::kRelu, false, false, 1.0f, GemmKernel::kWgmma));
   cases.push_back(LinearCase(2, 200, 258, A::kSwish, false, false, 1.0f, GemmKernel::kWgmma));
   cases.push_back(LinearCase(700, 2304, 256, A::kRelu, false, false, 1.0f, GemmKernel::kWgmma));
+  // The epilogue's staging rows: += read through them, rows of 258 columns
+  // (a second block of two, rows not 16-byte aligned: the pair by pair
+  // path), and 16-bit += over many tiles a block.
+  cases.push_back(LinearCase(77, 256, 258, A::kNone, true, false, 1.0f, GemmKernel::kWgmma));
+  cases.push_back(LinearCase(20011, 256, 256, A::kNone, true, false, 1.0f, GemmKernel::kWgmma));
   // k <= 256 takes the weight-stationary kernel: this m gives a block of
   // every SM six or seven 64-row tiles, so its ring of x wraps and its
   // warpgroups take several turns each.
