@@ -1,12 +1,12 @@
 // oasr-bench-gemm: the encoder's products (the model's shapes, with their
 // epilogues) on cuBLASLt and on the project's wgmma kernel, side by side at
 // several row counts, in bfloat16 on the GPU; where k <= 256 the wgmma
-// kernel is timed both weight-stationary ("wgmma") and on its 128 x 256
-// tiles ("tiled", the library's default; SetWgmmaWeightStationary). cuBLASLt's
-// time for a swish product includes the separate swish pass it needs. Each kernel's output
-// is checked against the other's (max |diff| over max |y|), inputs rotate
-// among sets larger than the L2 cache, outputs are poisoned first. Prints
-// the median time (CUDA events), TFLOP/s and the fewest bytes' GB/s.
+// kernel is timed both weight-stationary ("wgmma", the library's default)
+// and on its 128 x 256 tiles ("tiled"; SetWgmmaWeightStationary). cuBLASLt's
+// time for a swish product includes the separate swish pass it needs. Each
+// kernel's output is checked against the other's (max |diff| over max |y|),
+// inputs rotate among sets larger than the L2 cache, outputs are poisoned
+// first. Prints the median time (CUDA events), TFLOP/s and the fewest bytes' GB/s.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

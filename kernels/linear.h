@@ -30,19 +30,21 @@ namespace oasr::kernels {
 // for every product whose epilogue saves a pass -- those, and swish's --
 // whatever m. kWgmma: the wgmma kernel wherever it can run. Where the wgmma
 // kernel cannot run, all are cuBLASLt. kEpilogues: kFused's products (the
-// norms and swish) from a wave of tiles up like kNorms, cuBLASLt below
-// (slower than kNorms on an H100: swish's products are slower on the wgmma
-// kernel than cuBLASLt's with its pass, session 44).
+// norms and swish) from a wave of tiles up like kNorms, cuBLASLt below.
 // kAuto is kAutoGemm. The CPU ignores it.
 enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma, kEpilogues };
 inline constexpr int kWgmmaNormsMinTiles = 1;
-// kNorms: on an H100 the wgmma kernel's residual products with the norms
-// in their epilogue take the chunk step 3.3 % (B = 2,048) to 5.4 % (8,192)
-// below cuBLASLt with the norm passes; below a wave of its tiles it is
-// cuBLASLt as before, bit for bit. Its other products are slower than
-// cuBLASLt's at the model's k = 256 (bench/results/gpu-scale.md, sessions
-// 42 and 43). The benches' --gemm cublas / fused / wgmma select the others.
-inline constexpr GemmKernel kAutoGemm = GemmKernel::kNorms;
+// kEpilogues: since the wgmma kernel's epilogue leaves through shared
+// memory in whole rows (session 45), its swish products beat cuBLASLt's
+// with the swish pass (0.064 against 0.099 ms for an FFN's first product
+// at m = 32,768 on an H100) and its norm products cuBLASLt's with the norm
+// passes; the chunk step is 6.4 % (B = 2,048) to 6.6 % (8,192) below kNorms
+// and 8 - 10 % below cuBLASLt alone. Below a wave of its tiles it is
+// cuBLASLt, bit for bit. Its products without an epilogue to save (qkv)
+// are still a little slower than cuBLASLt's (bench/results/gpu-scale.md,
+// sessions 42-45). The benches' --gemm cublas / norms / fused / wgmma
+// select the others.
+inline constexpr GemmKernel kAutoGemm = GemmKernel::kEpilogues;
 inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
   return g == GemmKernel::kAuto ? kAutoGemm : g;
 }

@@ -804,11 +804,10 @@ bool LaunchOperands(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) 
   return LaunchTyped<T, T>(p, max_blocks, stream);
 }
 
-// Initially OASR_WGMMA_STATIONARY's value when it is set ("1" on, anything
-// else off), else off.
+// Initially on, unless OASR_WGMMA_STATIONARY is set to "0".
 std::atomic<bool> g_weight_stationary{[] {
   const char* env = std::getenv("OASR_WGMMA_STATIONARY");
-  return env != nullptr && std::string_view(env) == "1";
+  return env == nullptr || std::string_view(env) != "0";
 }()};
 
 }  // namespace

@@ -61,8 +61,9 @@ TEST(ComputeFlagsTest, GemmFlagNamesEveryKernelAndRefusesOthers) {
   }
   EXPECT_EQ(SetComputeFlags("cpu", "", &options, "tensor-cores", "cutlass").code(),
             absl::StatusCode::kInvalidArgument);
-  // Only the norm epilogues paid on an H100 (sessions 42, 43): auto is kNorms.
-  EXPECT_EQ(kernels::ResolveGemm(kernels::GemmKernel::kAuto), kernels::GemmKernel::kNorms);
+  // With the staged epilogue the swish and norm epilogues both pay on an
+  // H100 (session 45): auto is kEpilogues.
+  EXPECT_EQ(kernels::ResolveGemm(kernels::GemmKernel::kAuto), kernels::GemmKernel::kEpilogues);
 }
 
 TEST(ComputeFlagsTest, KvDTypeFlagSelectsTheFloat8Pool) {
