@@ -39,7 +39,7 @@ inline constexpr int kWgmmaNormsMinTiles = 1;
 // with the swish pass (0.064 against 0.099 ms for an FFN's first product
 // at m = 32,768 on an H100) and its norm products cuBLASLt's with the norm
 // passes; the chunk step is 6.4 % (B = 2,048) to 6.6 % (8,192) below kNorms
-// and 8 - 10 % below cuBLASLt alone. Below a wave of its tiles it is
+// and 8 - 11 % below cuBLASLt alone. Below a wave of its tiles it is
 // cuBLASLt, bit for bit. Its products without an epilogue to save (qkv)
 // are still a little slower than cuBLASLt's (bench/results/gpu-scale.md,
 // sessions 42-45). The benches' --gemm cublas / norms / fused / wgmma

@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
 # Session 45, call 2: the new defaults (products `epilogues`, k <= 256
 # weight-stationary, both through the staged epilogue). The engine GPU
-# tests (graphed and eager), encoder parity and the bundled model on the
-# GPU, the chunk step against `norms`, the engine at scale (greedy and
+# tests (graphed and eager), encoder parity, the chunk step against `norms`, the engine at scale (greedy and
 # beam 10 with both LMs), then ncu's per-kernel times of one step at
 # B = 2,048 and PyTorch eager's step, as time allows. Logs in /tmp/c2, back
 # as $OUT/call2.tgz; the summary is stdout.
 #   bash tools/gpu/pack.sh .devrun/s45b build-gpu/tests/scheduler/scheduler_engine_graphs_gpu_test \
 #     build-gpu/tests/scheduler/scheduler_engine_gpu_test build-gpu/tests/encoder/encoder_parity_gpu_test \
-#     build-gpu/tests/model/model_bundled_gpu_test build-gpu/bench/oasr-bench-step \
-#     build-gpu/bench/oasr-bench-gpu                                              (here)
+#     build-gpu/bench/oasr-bench-step build-gpu/bench/oasr-bench-gpu   (here)
 #   BUDGET=560 OUT=$OUT bash bench/results/gpu/session45/call2.sh
 set -u
 deadline=$(( $(date +%s) + ${BUDGET:-560} ))
@@ -23,7 +21,7 @@ mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 step() { echo "== $* ($(date +%T), $(left) s left)"; }
 fx=$(strings $B/bin/encoder_parity_gpu_test | grep -m1 -E '/tests/encoder/golden$')
 mkdir -p "$fx"; python3 -B -m tools.reference.make_fixtures --out "$fx" > $O/fixtures.log 2>&1 || echo "fixtures failed"
-for t in scheduler_engine_graphs:150 scheduler_engine:110 encoder_parity:80 model_bundled:60; do
+for t in scheduler_engine_graphs:150 scheduler_engine:110 encoder_parity:80; do
   n=${t%:*}; lim=${t#*:}
   step "${n}_gpu_test"
   timeout $lim $B/bin/${n}_gpu_test --gtest_color=no > $O/${n}_gpu_test.log 2>&1; echo "rc $?"
