@@ -191,6 +191,9 @@ struct Epilogue {
   void* out;
   int64_t ldo;
   float eps;
+  // 16-bit results leave the staging rows by bulk asynchronous copies, a
+  // row each (cp.async.bulk), instead of the warp's 16-byte stores.
+  bool bulk_store;
 };
 
 #ifdef OASR_WGMMA_DEVICE
@@ -335,6 +338,27 @@ __device__ __forceinline__ void StoreTile(float* d, const Epilogue& e, int row0,
 __device__ __forceinline__ int StageOffset(int row, int byte) {
   return row * kStageRowBytes + byte;
 }
+// Bulk copies of staging rows to global memory (cp.async.bulk, the copy
+// engine reading shared memory on its own): the staging rows may be written
+// again only once this lane's copies have read them (StageFree).
+__device__ __forceinline__ void BulkStore(void* to, const void* from, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
+               "r"(SmemAddr(from)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void BulkCommit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Until the warp's bulk copies have read the staging rows; then the warp may
+// write them.
+__device__ __forceinline__ void StageFree() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  __syncwarp();
+}
+// Until the warp's bulk copies are complete (before the block ends).
+__device__ __forceinline__ void BulkDrain() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
 // The warp's 8 staged rows out to y's rows row0.. (columns col0 + 8 lane ..
 // + 7 for each lane), whole 16-byte chunks where they are in range and
 // aligned, else pair by pair; rows past m are not written.
@@ -368,7 +392,7 @@ template <typename TY>
 __device__ __forceinline__ void IssueGlobalToStage(uint8_t* stage, const TY* y, int64_t ldy,
                                                    int row0, int col0, int m, int n, int lane) {
   const int c = col0 + lane * 8;
-  __syncwarp();  // the warp's last reads of the staging rows are done
+  StageFree();  // the warp's last reads of the staging rows are done
 #pragma unroll
   for (int rr = 0; rr < 8; ++rr) {
     uint8_t* to = stage + StageOffset(rr, lane * 16);
@@ -396,16 +420,32 @@ __device__ __forceinline__ void WaitStage() {
 // rows as 16-bit values, then the warp's 8 rows out to y's rows row0...
 template <int kHalf, typename TY>
 __device__ __forceinline__ void WriteHalf(const float* d, uint8_t* stage, TY* y, int64_t ldy,
-                                          int row0, int col0, int m, int n, int lane) {
+                                          int row0, int col0, int m, int n, int lane, bool bulk) {
   const int r = lane / 4, q = lane % 4;
-  __syncwarp();  // the warp's last reads of the staging rows are done
+  StageFree();  // the warp's last reads of the staging rows are done
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     *reinterpret_cast<uint32_t*>(stage + StageOffset(r, 16 * i + 4 * q)) =
         cuda::PackPair<TY>(d[4 * i + 2 * kHalf], d[4 * i + 2 * kHalf + 1]);
   }
-  __syncwarp();
-  StageToGlobal(stage, y, ldy, row0, col0, m, n, lane);
+  // Whole rows of 16-byte aligned columns go as one bulk copy each (lane rr
+  // row rr), the rest as the warp's stores.
+  const bool whole = bulk && col0 + kBN <= n && (ldy * sizeof(TY)) % 16 == 0 &&
+                     (reinterpret_cast<uintptr_t>(y + col0) & 15) == 0;
+  if (whole) {
+    // The pairs were written through the generic proxy; the copy engine
+    // reads through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncwarp();
+    if (lane < 8 && row0 + lane < m) {
+      BulkStore(y + static_cast<int64_t>(row0 + lane) * ldy + col0, stage + StageOffset(lane, 0),
+                kBN * sizeof(TY));
+      BulkCommit();
+    }
+  } else {
+    __syncwarp();
+    StageToGlobal(stage, y, ldy, row0, col0, m, n, lane);
+  }
 }
 
 // StoreTile for 16-bit y through the warp's staging rows: the same values,
@@ -450,11 +490,12 @@ __device__ __forceinline__ void StoreHalfStaged(float* d, const Epilogue& e, uin
   if constexpr (kNorms) {
     if (e.y_norm_scale != nullptr) NormRow<kHalf>(d, lane, e.y_norm_scale, e.y_norm_shift, e.eps);
   }
-  WriteHalf<kHalf>(d, stage, y, e.ldy, row0, col0, m, n, lane);
+  WriteHalf<kHalf>(d, stage, y, e.ldy, row0, col0, m, n, lane, e.bulk_store);
   if constexpr (kNorms) {
     if (e.out_norm_scale != nullptr) {
       NormRow<kHalf>(d, lane, e.out_norm_scale, e.out_norm_shift, e.eps);
-      WriteHalf<kHalf>(d, stage, static_cast<TY*>(e.out), e.ldo, row0, col0, m, n, lane);
+      WriteHalf<kHalf>(d, stage, static_cast<TY*>(e.out), e.ldo, row0, col0, m, n, lane,
+                       e.bulk_store);
     }
   }
 }
@@ -573,6 +614,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       EpilogueTile<T, TY, kAct, kAccumulate, kNorms>(d, e, s.stage[threadIdx.x / 32 - 4],
                                                      row0 + consumer * 64, col0, m, n);
     }
+    BulkDrain();
   }
 #endif  // OASR_WGMMA_DEVICE
 }
@@ -673,6 +715,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       EpilogueTile<T, TY, kAct, kAccumulate, kNorms>(d, e, s.stage[threadIdx.x / 32 - 4],
                                                      (first + i * per_n) * kSBM, col0, m, n);
     }
+    BulkDrain();
   }
 #endif  // OASR_WGMMA_DEVICE
 }
@@ -745,8 +788,8 @@ bool AllowSmem(Kernel kernel, size_t bytes) {
 
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
 bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
-  const Epilogue e{p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift, p.out_norm_scale,
-                   p.out_norm_shift, p.out, p.ldo, p.eps};
+  const Epilogue e{p.bias,           p.y,   p.ldy, p.y_norm_scale,       p.y_norm_shift,
+                   p.out_norm_scale, p.out_norm_shift, p.out, p.ldo, p.eps, WgmmaBulkStore()};
   const int64_t tiles_n = (p.n + kBN - 1) / kBN;
   CUtensorMap map_x, map_w;
   if (p.k <= kStationaryMaxK && max_blocks >= tiles_n && WgmmaWeightStationary()) {
@@ -810,8 +853,16 @@ std::atomic<bool> g_weight_stationary{[] {
   return env == nullptr || std::string_view(env) != "0";
 }()};
 
+// Initially on when OASR_WGMMA_BULK_STORE is "1".
+std::atomic<bool> g_bulk_store{[] {
+  const char* env = std::getenv("OASR_WGMMA_BULK_STORE");
+  return env != nullptr && std::string_view(env) == "1";
+}()};
+
 }  // namespace
 
+void SetWgmmaBulkStore(bool on) { g_bulk_store.store(on); }
+bool WgmmaBulkStore() { return g_bulk_store.load(); }
 void SetWgmmaWeightStationary(bool on) { g_weight_stationary.store(on); }
 bool WgmmaWeightStationary() { return g_weight_stationary.load(); }
 

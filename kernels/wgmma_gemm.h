@@ -81,6 +81,15 @@ bool WgmmaGemmSupported(const WgmmaGemmParams& p);
 void SetWgmmaWeightStationary(bool on);
 bool WgmmaWeightStationary();
 
+// Whether the staged 16-bit results leave by bulk asynchronous copies, one
+// per 512-byte row (cp.async.bulk: the copy engine reads shared memory while
+// the warp goes on), instead of the warp's 16-byte stores; rows that are
+// not whole 16-byte aligned runs of 256 columns take the stores anyway. A
+// process-wide switch for benchmarks' A/B, initially on when the
+// environment has OASR_WGMMA_BULK_STORE=1.
+void SetWgmmaBulkStore(bool on);
+bool WgmmaBulkStore();
+
 // Enqueues the product on `stream` with at most `max_blocks` blocks (the
 // device's multiprocessors). False (nothing enqueued) when unsupported or
 // the tensor maps cannot be encoded.
