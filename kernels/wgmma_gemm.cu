@@ -853,10 +853,10 @@ std::atomic<bool> g_weight_stationary{[] {
   return env == nullptr || std::string_view(env) != "0";
 }()};
 
-// Initially on when OASR_WGMMA_BULK_STORE is "1".
+// Initially on, unless OASR_WGMMA_BULK_STORE is set to "0".
 std::atomic<bool> g_bulk_store{[] {
   const char* env = std::getenv("OASR_WGMMA_BULK_STORE");
-  return env != nullptr && std::string_view(env) == "1";
+  return env == nullptr || std::string_view(env) != "0";
 }()};
 
 }  // namespace
