@@ -36,14 +36,15 @@ enum class GemmKernel : uint8_t { kAuto, kCublas, kNorms, kFused, kWgmma, kEpilo
 inline constexpr int kWgmmaNormsMinTiles = 1;
 // kEpilogues: since the wgmma kernel's epilogue leaves through shared
 // memory in whole rows (session 45), its swish products beat cuBLASLt's
-// with the swish pass (0.064 against 0.099 ms for an FFN's first product
+// with the swish pass (0.050 against 0.097 ms for an FFN's first product
 // at m = 32,768 on an H100) and its norm products cuBLASLt's with the norm
-// passes; the chunk step is 6.4 % (B = 2,048) to 6.6 % (8,192) below kNorms
-// and 8 - 11 % below cuBLASLt alone. Below a wave of its tiles it is
-// cuBLASLt, bit for bit. Its products without an epilogue to save (qkv)
-// are still a little slower than cuBLASLt's (bench/results/gpu-scale.md,
-// sessions 42-45). The benches' --gemm cublas / norms / fused / wgmma
-// select the others.
+// passes; the chunk step at the session's end was 10.9 ms at B = 2,048
+// against 12.3 with cuBLASLt alone and 11.9 with session 44's kNorms.
+// Below a wave of its tiles it is cuBLASLt, bit for bit. Its products
+// without an epilogue to save (qkv, pointwise_conv1) now run as fast as
+// cuBLASLt's too, and kWgmma (all of them on it) takes the same step time,
+// so they stay on cuBLASLt (bench/results/gpu-scale.md, sessions 42-45).
+// The benches' --gemm cublas / norms / fused / wgmma select the others.
 inline constexpr GemmKernel kAutoGemm = GemmKernel::kEpilogues;
 inline constexpr GemmKernel ResolveGemm(GemmKernel g) {
   return g == GemmKernel::kAuto ? kAutoGemm : g;
