@@ -177,6 +177,17 @@ __device__ __forceinline__ float Swish(float x) {
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(h));
   return fmaf(h, t, h);
 }
+// The epilogue's activation of a pair of values.
+template <Activation kAct>
+__device__ __forceinline__ void Activate(float& v0, float& v1) {
+  if constexpr (kAct == Activation::kSwish) {
+    v0 = Swish(v0);
+    v1 = Swish(v1);
+  } else if constexpr (kAct == Activation::kRelu) {
+    v0 = fmaxf(v0, 0.0f);
+    v1 = fmaxf(v1, 0.0f);
+  }
+}
 #endif  // OASR_WGMMA_DEVICE
 
 // What the epilogue writes, by value.
@@ -315,13 +326,7 @@ __device__ __forceinline__ void StoreTile(float* d, const Epilogue& e, int row0,
         const int row = r + 8 * h;
         if (row >= m) continue;
         float v0 = d[4 * i + 2 * h] + b0, v1 = d[4 * i + 2 * h + 1] + b1;
-        if constexpr (kAct == Activation::kSwish) {
-          v0 = Swish(v0);
-          v1 = Swish(v1);
-        } else if constexpr (kAct == Activation::kRelu) {
-          v0 = fmaxf(v0, 0.0f);
-          v1 = fmaxf(v1, 0.0f);
-        }
+        Activate<kAct>(v0, v1);
         TY* at = y + static_cast<int64_t>(row) * e.ldy + c;
         if constexpr (kAccumulate) {
           const float2 old = LoadPair(at);
@@ -364,7 +369,7 @@ __device__ __forceinline__ void BulkDrain() {
 // aligned, else pair by pair; rows past m are not written.
 template <typename TY>
 __device__ __forceinline__ void StageToGlobal(const uint8_t* stage, TY* y, int64_t ldy, int row0,
-                                             int col0, int m, int n, int lane) {
+                                              int col0, int m, int n, int lane) {
   const int c = col0 + lane * 8;
   if (c >= n) return;
 #pragma unroll 2
@@ -471,13 +476,7 @@ __device__ __forceinline__ void StoreHalfStaged(float* d, const Epilogue& e, uin
       v0 += b.x;
       v1 += b.y;
     }
-    if constexpr (kAct == Activation::kSwish) {
-      v0 = Swish(v0);
-      v1 = Swish(v1);
-    } else if constexpr (kAct == Activation::kRelu) {
-      v0 = fmaxf(v0, 0.0f);
-      v1 = fmaxf(v1, 0.0f);
-    }
+    Activate<kAct>(v0, v1);
     if constexpr (kAccumulate) {
       const uint32_t w = *reinterpret_cast<const uint32_t*>(stage + StageOffset(r, 16 * i + 4 * q));
       const TY* old = reinterpret_cast<const TY*>(&w);
@@ -522,8 +521,8 @@ __device__ __forceinline__ void EpilogueTile(float* d, const Epilogue& e, uint8_
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     StoreHalfStaged<0, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0 + warp * 16, col0, m, n,
                                                       lane);
-    StoreHalfStaged<1, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0 + warp * 16 + 8, col0, m,
-                                                      n, lane);
+    StoreHalfStaged<1, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0 + warp * 16 + 8, col0, m, n,
+                                                      lane);
   } else {
     StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, row0, col0, m, n);
   }
@@ -788,8 +787,9 @@ bool AllowSmem(Kernel kernel, size_t bytes) {
 
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
 bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
-  const Epilogue e{p.bias,           p.y,   p.ldy, p.y_norm_scale,       p.y_norm_shift,
-                   p.out_norm_scale, p.out_norm_shift, p.out, p.ldo, p.eps, WgmmaBulkStore()};
+  const Epilogue e{
+      p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift,  p.out_norm_scale,
+      p.out_norm_shift, p.out, p.ldo, p.eps,          WgmmaBulkStore()};
   const int64_t tiles_n = (p.n + kBN - 1) / kBN;
   CUtensorMap map_x, map_w;
   if (p.k <= kStationaryMaxK && max_blocks >= tiles_n && WgmmaWeightStationary()) {
