@@ -73,9 +73,10 @@ bool WgmmaGemmSupported(const WgmmaGemmParams& p);
 // whole life and streams 64-row tiles of x, its two consumer warpgroups
 // alternating tiles and turns on the tensor cores so that one's epilogue
 // overlaps the other's products. With the staged epilogue it is the
-// fastest at k = 256 (FFN w1 + swish 0.064 against 0.072 ms on the tiles at
-// m = 32,768 on an H100; the chunk step 2.6 % below the tiles at B =
-// 2,048), so it is on by default. A process-wide switch, for benchmarks'
+// fastest at k = 256 (H100, m = 32,768: FFN w1 + swish 0.050 against 0.052
+// ms on the tiles with bulk copies, 0.063 against 0.072 with row stores;
+// the chunk step 2.6 % below the tiles at B = 2,048), so it is on by
+// default. A process-wide switch, for benchmarks'
 // A/B (off: every product takes the 128 x 256 tiles above), initially off
 // only when the environment has OASR_WGMMA_STATIONARY=0 (so that a test
 // binary can run its cases on the tiles).
