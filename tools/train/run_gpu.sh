@@ -77,7 +77,9 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 echo "run_gpu: $(date -u +%FT%TZ) repo $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') work $WORK"
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")'
 
-if compgen -G "$DEBS/*.deb" >/dev/null; then
+# A later call on the same warm machine finds the synthesizers unpacked in
+# WORK (the .debs need not travel again), for background synthesis.
+if compgen -G "$DEBS/*.deb" >/dev/null || [ -f "$WORK/debroot/.unpacked" ]; then
   eval "$(tools/train/unpack_debs.sh "$DEBS" "$WORK/debroot")"
 fi
 export OASR_SYNTH_TMP="${OASR_SYNTH_TMP:-/dev/shm}"

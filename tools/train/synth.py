@@ -299,10 +299,29 @@ def probe_families(families, tmp_root=None):
     return ok
 
 
-def train_plan(sentences, families, count: int, seed: int):
+# --short-share: the word counts of a short phrase and their odds. People
+# talk to a recognizer in single words and short phrases as often as in
+# sentences ("yes", "call home", "a badger"); a model that has heard only
+# sentences of 3-25 words inserts words around an isolated one.
+SHORT_WORDS = ((1, 0.45), (2, 0.35), (3, 0.20))
+
+
+def short_phrase(sentence: str, rng: random.Random) -> str:
+    """A run of 1-3 consecutive words of `sentence` (SHORT_WORDS' odds)."""
+    words = sentence.split()
+    n = min(len(words), rng.choices([k for k, _ in SHORT_WORDS], [w for _, w in SHORT_WORDS])[0])
+    start = rng.randrange(len(words) - n + 1)
+    return " ".join(words[start:start + n])
+
+
+def train_plan(sentences, families, count: int, seed: int, short_share: float = 0.0):
     """[(family, text)] for `count` training utterances: sentences in a
-    seeded random order, families drawn with ENGINE_WEIGHTS."""
+    seeded random order, families drawn with ENGINE_WEIGHTS; a `short_share`
+    of them say only a short phrase of their sentence (short_phrase). The
+    phrases draw from a generator of their own, so the families and
+    sentences are the same plan at every share."""
     rng = random.Random(seed)
+    short_rng = random.Random(seed * 7907 + 17)
     order = list(range(len(sentences)))
     rng.shuffle(order)
     engines = {}
@@ -313,7 +332,10 @@ def train_plan(sentences, families, count: int, seed: int):
     plan = []
     for i in range(count):
         engine = rng.choices(names, weights)[0]
-        plan.append((rng.choice(engines[engine]), sentences[order[i % len(order)]]))
+        text = sentences[order[i % len(order)]]
+        if short_share > 0 and short_rng.random() < short_share:
+            text = short_phrase(text, short_rng)
+        plan.append((rng.choice(engines[engine]), text))
     return plan
 
 
@@ -365,6 +387,10 @@ def main(argv=None):
                    help="share of training utterances passed through a GSM 06.10, Opus or "
                         "G.722 round trip (codecs.py) once, here; codecs whose library is "
                         "missing are left out")
+    p.add_argument("--short-share", type=float, default=0.2,
+                   help="share of training utterances that say only 1-3 consecutive words of "
+                        "their sentence (isolated words and short phrases); --train-only uses "
+                        "the first run's share")
     p.add_argument("--hts-speakers", action=argparse.BooleanOptionalAction, default=True,
                    help="the HTS voice as a random speaker per training utterance "
                         "(libHTSEngine, hts.py); off: festival's own synthesis with its rate")
@@ -385,6 +411,8 @@ def main(argv=None):
         probabilities = augment.set_probabilities(a.augment)
     except ValueError as e:
         sys.exit(f"synth: --augment: {e}")
+    if not 0.0 <= a.short_share <= 1.0:
+        sys.exit("synth: --short-share must be within 0..1")
     if a.train_only and a.max_train <= 0:
         sys.exit("synth: --train-only needs --max-train > 0")
     first = os.path.join(a.out, "synth_summary.json")
@@ -395,6 +423,7 @@ def main(argv=None):
         if done["store"] != a.store:
             sys.exit(f"synth: {a.out} holds --store {done['store']} shards, not {a.store}")
         families, heldout = done["train_voices"], done["heldout_voices"]
+        a.short_share = done.get("short_share", 0.0)
     else:
         requested = [v for v in a.voices.split(",") if v]
         unknown = [v for v in requested if v not in ALL_FAMILIES]
@@ -426,7 +455,7 @@ def main(argv=None):
     jobs = []
     if a.max_train > 0:
         sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
-        plan = train_plan(sentences, train_families, a.max_train, a.seed)
+        plan = train_plan(sentences, train_families, a.max_train, a.seed, a.short_share)
         jobs = [(os.path.join(train_dir, f"shard{j:05d}.pt"), a.seed * 7919 + j,
                  plan[i:i + a.job_size], a.store, a.codec_share)
                 for j, i in enumerate(range(0, len(plan), a.job_size))]
@@ -470,7 +499,7 @@ def main(argv=None):
                "codecs": codecs.available() if a.codec_share > 0 else [],
                "augment": probabilities if a.store == "feats" else None,
                "hts_speakers": bool(HTS_SPEAKERS and _hts_voice() is not None),
-               "codec_share": a.codec_share,
+               "codec_share": a.codec_share, "short_share": a.short_share,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "minutes": round((time.time() - t0) / 60, 2)}
     if a.train_only:

@@ -988,6 +988,39 @@ class NoiseClipsTest(unittest.TestCase):
             self.assertEqual(summary["noise_clips"], 0.0)
 
 
+class ShortPhraseTest(unittest.TestCase):
+    """synth.train_plan's short share: that share of utterances says 1-3
+    consecutive words of its sentence; families and sentences stay the plan
+    they are without it."""
+
+    def test_share_of_short_phrases(self):
+        sentences = [" ".join(f"w{i}x{k}" for k in range(3 + i % 20)) for i in range(500)]
+        families = ["espeak:en-us", "espeak:en", "flite:kal", "festival:kal_diphone"]
+        plain = synth.train_plan(sentences, families, 4000, 5)
+        self.assertEqual(plain, synth.train_plan(sentences, families, 4000, 5, 0.0))
+        mixed = synth.train_plan(sentences, families, 4000, 5, 0.3)
+        self.assertEqual([f for f, _ in mixed], [f for f, _ in plain])
+        lengths = {1: 0, 2: 0, 3: 0}
+        for (_, whole), (_, said) in zip(plain, mixed):
+            if said == whole:
+                continue
+            n = len(said.split())
+            lengths[n] += 1
+            self.assertIn(f" {said} ", f" {whole} ")  # consecutive words of it
+        short = sum(lengths.values())
+        self.assertAlmostEqual(short / 4000, 0.3, delta=0.03)
+        for n, odds in synth.SHORT_WORDS:
+            self.assertAlmostEqual(lengths[n] / short, odds, delta=0.05)
+        # The first N utterances do not depend on the plan's size.
+        self.assertEqual(synth.train_plan(sentences, families, 100, 5, 0.3), mixed[:100])
+
+    def test_a_short_sentence_is_never_exceeded(self):
+        rng = random.Random(3)
+        for _ in range(200):
+            self.assertEqual(synth.short_phrase("one", rng), "one")
+            self.assertIn(synth.short_phrase("one two", rng), ("one", "two", "one two"))
+
+
 @unittest.skipUnless(shutil.which("espeak-ng"), "espeak-ng is not installed")
 class SynthAugmentTest(unittest.TestCase):
     """synth.py --augment: feature shards made with the stages' probabilities
@@ -1001,7 +1034,8 @@ class SynthAugmentTest(unittest.TestCase):
             out = os.path.join(d, "data")
             args = ["--corpus", corpus_dir, "--out", out, "--voices", "espeak:en-us",
                     "--heldout-voices", "", "--max-train", "12", "--eval-per-voice", "0",
-                    "--workers", "1", "--codec-share", "0", "--store", "feats"]
+                    "--workers", "1", "--codec-share", "0", "--short-share", "0.5",
+                    "--store", "feats"]
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     synth.main(args + ["--augment", "vtlp=0,telephone=1"])
@@ -1016,11 +1050,13 @@ class SynthAugmentTest(unittest.TestCase):
             self.assertEqual((summary["augment"]["vtlp"], summary["augment"]["telephone"]),
                              (0.0, 1.0))
             self.assertEqual(summary["augment"]["noise"], saved["noise"])
+            self.assertEqual(summary["short_share"], 0.5)
             metas = [m for p in glob.glob(os.path.join(out, "train", "*.pt"))
                      for m in torch.load(p, weights_only=False)["meta"]]
             self.assertEqual(len(metas), 12)
             self.assertTrue(all("telephone" in m["aug"] for m in metas))
             self.assertFalse(any("vtlp_alpha" in m["aug"] for m in metas))
+            self.assertTrue(any(len(m["text"].split()) <= 3 for m in metas))
 
 
 def setup_run(d):
