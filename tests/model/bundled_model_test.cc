@@ -297,19 +297,10 @@ TEST_F(BundledModelTest, SamplesTranscribedOverGrpc) {
   EXPECT_LT(wer, MaxWer());
 }
 
-// Issue 22, part 6: silence and noise should transcribe to nothing. The
-// model, trained on synthesized speech only, makes words of noise (17 from
-// these 22 clips) at low confidence; a server run with a confidence floor
-// leaves them out. The floor also drops real words of voices the model
-// knows less well, so the bundled model does not set one by default
-// (bench/results/noise.md). Silence, hum, and white, pink and brown noise at
-// three levels, two seeds each.
-TEST_F(BundledModelTest, WithAConfidenceFloorSilenceAndNoiseGiveNoWords) {
-  std::unique_ptr<testing::ServerProcess> floored =
-      StartServer(OASR_TEST_DEVICE, {"--min-word-confidence", "0.4"});
-  ASSERT_NE(floored, nullptr);
-  auto stub = asr::v1::Speech::NewStub(
-      grpc::CreateChannel(floored->grpc_target(), grpc::InsecureChannelCredentials()));
+// Silence, hum, and white, pink and brown noise at three levels, two seeds
+// each, through `stub`: every clip must end with no words. Returns the
+// number of clips.
+int ExpectNoWordsFromNonSpeech(asr::v1::Speech::Stub& stub, const std::string& server_log) {
   struct Case {
     std::string kind;
     double level;
@@ -324,16 +315,36 @@ TEST_F(BundledModelTest, WithAConfidenceFloorSilenceAndNoiseGiveNoWords) {
       const std::string name =
           c.kind + " " + std::to_string(c.level) + " seed " + std::to_string(seed);
       absl::StatusOr<Transcript> got =
-          TranscribeAudio(*stub, NonSpeech(c.kind, c.level, seed), 16000, name);
-      ASSERT_TRUE(got.ok()) << got.status() << floored->ReadLog();
+          TranscribeAudio(stub, NonSpeech(c.kind, c.level, seed), 16000, name);
+      EXPECT_TRUE(got.ok()) << got.status() << server_log;
+      if (!got.ok()) return clips;
       EXPECT_EQ(got->finish_reason, "stop") << name;
       EXPECT_TRUE(got->words.empty()) << name << ": " << absl::StrJoin(got->words, " ");
       ++clips;
       words += static_cast<int>(got->words.size());
     }
   }
-  std::printf("%d words from %d clips of silence and noise at --min-word-confidence 0.4\n", words,
-              clips);
+  std::printf("%d words from %d clips of silence and noise\n", words, clips);
+  return clips;
+}
+
+// Issue 22, part 6: silence and noise transcribe to nothing, as served (no
+// confidence floor). The model learnt it from clips of non-speech with empty
+// transcripts in its training batches (train.py --noise-clips); the model
+// before it made 17 words of these clips (bench/results/noise.md).
+TEST_F(BundledModelTest, SilenceAndNoiseGiveNoWords) {
+  EXPECT_EQ(ExpectNoWordsFromNonSpeech(*stub_, server_->ReadLog()), 22);
+}
+
+// The same with a confidence floor (--min-word-confidence, for deployments
+// that trade low-confidence words for quiet in noise): still nothing.
+TEST_F(BundledModelTest, WithAConfidenceFloorSilenceAndNoiseGiveNoWords) {
+  std::unique_ptr<testing::ServerProcess> floored =
+      StartServer(OASR_TEST_DEVICE, {"--min-word-confidence", "0.4"});
+  ASSERT_NE(floored, nullptr);
+  auto stub = asr::v1::Speech::NewStub(
+      grpc::CreateChannel(floored->grpc_target(), grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(ExpectNoWordsFromNonSpeech(*stub, floored->ReadLog()), 22);
 }
 
 // The K/V pool in float8 e4m3 (--kv-dtype float8_e4m3, half the pool's
