@@ -205,6 +205,10 @@ struct Epilogue {
   // 16-bit results leave the staging rows by bulk asynchronous copies, a
   // row each (cp.async.bulk), instead of the warp's 16-byte stores.
   bool bulk_store;
+  // A float32 y's norms epilogue writes its 16-bit out through the staging
+  // rows (then whole rows by bulk copies where bulk_store) instead of the
+  // lanes' 4-byte stores.
+  bool staged_norm_out;
 };
 
 #ifdef OASR_WGMMA_DEVICE
@@ -261,10 +265,17 @@ __device__ __forceinline__ void NormRow(float* d, int lane, const float* scale, 
   }
 }
 
-// The norms epilogue of one of a lane's two rows (kHalf: r or r + 8).
+template <int kHalf, typename TY>
+__device__ __forceinline__ void WriteHalf(const float* d, uint8_t* stage, TY* y, int64_t ldy,
+                                          int row0, int col0, int m, int n, int lane, bool bulk);
+
+// The norms epilogue of one of a lane's two rows (kHalf: r or r + 8; row0:
+// the first of the warp's 8 rows of this half). With e.staged_norm_out the
+// 16-bit out leaves through the warp's staging rows (WriteHalf) instead of
+// the lanes' 4-byte stores.
 template <int kHalf, typename T, typename TY, bool kAccumulate>
-__device__ __forceinline__ void NormEpilogue(float* d, const Epilogue& e, int row, int m,
-                                             int lane) {
+__device__ __forceinline__ void NormEpilogue(float* d, const Epilogue& e, uint8_t* stage, int row,
+                                             int row0, int m, int lane) {
   const bool live = row < m;
   TY* y = static_cast<TY*>(e.y) + static_cast<int64_t>(row) * e.ldy;
 #pragma unroll
@@ -290,7 +301,10 @@ __device__ __forceinline__ void NormEpilogue(float* d, const Epilogue& e, int ro
   }
   if (e.out_norm_scale != nullptr) {
     NormRow<kHalf>(d, lane, e.out_norm_scale, e.out_norm_shift, e.eps);
-    if (live) {
+    if (e.staged_norm_out) {
+      WriteHalf<kHalf>(d, stage, static_cast<T*>(e.out), e.ldo, row0, 0, m, kBN, lane,
+                       e.bulk_store);
+    } else if (live) {
       T* out = static_cast<T*>(e.out) + static_cast<int64_t>(row) * e.ldo;
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
@@ -305,15 +319,15 @@ __device__ __forceinline__ void NormEpilogue(float* d, const Epilogue& e, int ro
 // out). d[4i + {0,1}] is (r, c..c+1), d[4i + {2,3}] is (r + 8, c..c+1), for
 // r = row0 + 16 warp + lane / 4 and c = col0 + 8 i + 2 (lane % 4).
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
-__device__ __forceinline__ void StoreTile(float* d, const Epilogue& e, int row0, int col0, int m,
-                                          int n) {
+__device__ __forceinline__ void StoreTile(float* d, const Epilogue& e, uint8_t* stage, int row0,
+                                          int col0, int m, int n) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int r = row0 + warp * 16 + lane / 4;
   TY* y = static_cast<TY*>(e.y);
   if constexpr (kNorms) {
     // n == 256: the block's columns are whole rows (col0 == 0).
-    NormEpilogue<0, T, TY, kAccumulate>(d, e, r, m, lane);
-    NormEpilogue<1, T, TY, kAccumulate>(d, e, r + 8, m, lane);
+    NormEpilogue<0, T, TY, kAccumulate>(d, e, stage, r, row0 + warp * 16, m, lane);
+    NormEpilogue<1, T, TY, kAccumulate>(d, e, stage, r + 8, row0 + warp * 16 + 8, m, lane);
   } else {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -524,7 +538,7 @@ __device__ __forceinline__ void EpilogueTile(float* d, const Epilogue& e, uint8_
     StoreHalfStaged<1, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0 + warp * 16 + 8, col0, m, n,
                                                       lane);
   } else {
-    StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, row0, col0, m, n);
+    StoreTile<T, TY, kAct, kAccumulate, kNorms>(d, e, stage, row0, col0, m, n);
   }
 }
 #endif  // OASR_WGMMA_DEVICE
@@ -789,7 +803,8 @@ template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorm
 bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
   const Epilogue e{
       p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift,  p.out_norm_scale,
-      p.out_norm_shift, p.out, p.ldo, p.eps,          WgmmaBulkStore()};
+      p.out_norm_shift, p.out, p.ldo, p.eps,          WgmmaBulkStore(),
+      WgmmaStagedNormOut()};
   const int64_t tiles_n = (p.n + kBN - 1) / kBN;
   CUtensorMap map_x, map_w;
   if (p.k <= kStationaryMaxK && max_blocks >= tiles_n && WgmmaWeightStationary()) {
@@ -859,8 +874,16 @@ std::atomic<bool> g_bulk_store{[] {
   return env == nullptr || std::string_view(env) != "0";
 }()};
 
+// Initially on, unless OASR_WGMMA_STAGED_NORM_OUT is set to "0".
+std::atomic<bool> g_staged_norm_out{[] {
+  const char* env = std::getenv("OASR_WGMMA_STAGED_NORM_OUT");
+  return env == nullptr || std::string_view(env) != "0";
+}()};
+
 }  // namespace
 
+void SetWgmmaStagedNormOut(bool on) { g_staged_norm_out.store(on); }
+bool WgmmaStagedNormOut() { return g_staged_norm_out.load(); }
 void SetWgmmaBulkStore(bool on) { g_bulk_store.store(on); }
 bool WgmmaBulkStore() { return g_bulk_store.load(); }
 void SetWgmmaWeightStationary(bool on) { g_weight_stationary.store(on); }

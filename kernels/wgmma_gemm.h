@@ -94,6 +94,17 @@ bool WgmmaWeightStationary();
 void SetWgmmaBulkStore(bool on);
 bool WgmmaBulkStore();
 
+// Whether a product into a float32 y with norms (the residual stream's
+// products: y += x W + b, then out = norm(y) in 16 bits) writes out through
+// the warp's staging rows, whole rows leaving as bulk copies where
+// WgmmaBulkStore, instead of the lanes' 4-byte stores from registers.
+// Faster (H100, session 46, m = 32,768: FFN w2 += with both norms 0.0711
+// against 0.0741 ms, attention out += 0.051 against 0.053), so on by
+// default. A process-wide switch for benchmarks' A/B, initially off only
+// when the environment has OASR_WGMMA_STAGED_NORM_OUT=0.
+void SetWgmmaStagedNormOut(bool on);
+bool WgmmaStagedNormOut();
+
 // Enqueues the product on `stream` with at most `max_blocks` blocks (the
 // device's multiprocessors). False (nothing enqueued) when unsupported or
 // the tensor maps cannot be encoded.

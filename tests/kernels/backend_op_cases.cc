@@ -984,6 +984,15 @@ std::vector<OpCase> AllCases() {
   cases.push_back(LinearNormCase(129, 256, true, false));
   cases.push_back(LinearNormCase(1000, 256, true, true, GemmKernel::kNorms));
   cases.push_back(LinearNormCase(132 * 128 + 77, 256, false, true, GemmKernel::kNorms));
+  // FFN w2's shape on the 128 x 256 tiles (k = 1024): more tiles than SMs,
+  // a short last one, both norms (the 16-bit out through the staging rows).
+  // CUDA only: the CPU's path is the cases above, at a quarter of the
+  // reference's cost.
+  {
+    OpCase c = LinearNormCase(132 * 128 + 77, 1024, true, true, GemmKernel::kNorms);
+    c.cuda_only = true;
+    cases.push_back(std::move(c));
+  }
   // kEpilogues: swish's product on cuBLASLt and its pass below a wave of
   // tiles, on the wgmma kernel from one up.
   cases.push_back(LinearCase(1000, 64, 512, A::kSwish, false, false, 1.0f, GemmKernel::kEpilogues));
