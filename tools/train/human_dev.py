@@ -10,7 +10,7 @@ when missing; a Debian 12 machine with apt). The Ogg Vorbis recordings are
 decoded with oggdec (Debian's vorbis-tools). Then:
 
     /usr/bin/python3 -m tools.train.eval_cpp --model models/en-conformer-ctc \\
-        --eval WORK/human_dev --heldout-voices tuxpaint,ktuberling,klettres \
+        --eval WORK/human_dev --heldout-voices tuxpaint,ktuberling,klettres,kajongg \
         --out /tmp/human_dev.json
     /usr/bin/python3 -m tools.train.eval_pocketsphinx --eval WORK/human_dev \
         --out /tmp/human_dev_pocketsphinx.json      (the reference row)
@@ -24,6 +24,14 @@ Where the text comes from, per source ("voice" in eval.jsonl):
 - klettres: KLettres' English and British syllable sounds (klettres-data):
   the files that are English words (car, dog, ...); letters and bare
   sounds ("aw", "th") are left out.
+- kajongg: Kajongg's four English voices (kajongg: two men, two women)
+  calling mahjong tiles and claims. The text follows from the file name:
+  b/c/s + digit is "bamboo", "character", "circle" + the number ("circle
+  five"), dg / dr "green dragon" / "red dragon", we / wn / ws / ww the
+  winds' names ("east"), pung, kong, chow, and the phrases ("no choice",
+  "dangerous game", "original call", "violates original call"). Left out:
+  db (the third dragon: the voices do not agree on its name) and
+  mahjongg (its spelling is not settled). The German voices are not taken.
 Not taken: Hedgewars' English voice packs (hedgewars-data). Their files are
 named after a line, not transcribed, and the acting strays from the name
 (British Byebye.ogg is heard as "farewell ..."): pocketsphinx-en-us got
@@ -42,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 
-PACKAGES = ("tuxpaint-stamps-default", "ktuberling-data", "klettres-data")
+PACKAGES = ("tuxpaint-stamps-default", "ktuberling-data", "klettres-data", "kajongg")
 
 _DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 # KTuberling's sound names whose spoken word is not the name's last part as
@@ -53,6 +61,15 @@ _KTUBERLING_WORDS = {"fallingstar": "falling star", "palmtree": "palm tree",
 _KLETTRES_WORDS = {"arm", "ball", "car", "dog", "ear", "fix", "gas", "gem", "hot", "hut", "jet",
                    "key", "me", "my", "no", "or", "pet", "saw", "say", "sit", "sky", "the",
                    "well"}
+# Kajongg's English voice files that are not tiles: the words said.
+_KAJONGG_WORDS = {"dg": "green dragon", "dr": "red dragon", "we": "east", "wn": "north",
+                  "ws": "south", "ww": "west", "pung": "pung", "kong": "kong", "chow": "chow",
+                  "nochoice": "no choice", "dangerousgame": "dangerous game",
+                  "originalcall": "original call",
+                  "violatesoriginalcall": "violates original call"}
+_KAJONGG_SUITS = {"b": "bamboo", "c": "character", "s": "circle"}
+
+
 def tuxpaint_items(root: str):
     """(voice, id, text, ogg) of Tux Paint's English stamp descriptions."""
     stamps = os.path.join(root, "usr/share/tuxpaint/stamps")
@@ -98,8 +115,24 @@ def klettres_items(root: str):
     return items
 
 
+def kajongg_items(root: str):
+    """(voice, id, text, ogg) of Kajongg's English tile names and claims."""
+    items = []
+    voices = os.path.join(root, "usr/share/kajongg/voices")
+    for speaker in ("male1", "male2", "female1", "female2"):
+        for ogg in sorted(glob.glob(os.path.join(voices, speaker, "*.ogg"))):
+            name = os.path.basename(ogg)[:-4]
+            if re.fullmatch(r"[bcs][1-9]", name):
+                text = f"{_KAJONGG_SUITS[name[0]]} {_DIGITS[int(name[1])]}"
+            else:
+                text = _KAJONGG_WORDS.get(name)
+            if text:
+                items.append(("kajongg", f"{speaker}/{name}", text, ogg))
+    return items
+
+
 COLLECTORS = {"tuxpaint-stamps-default": tuxpaint_items, "ktuberling-data": ktuberling_items,
-              "klettres-data": klettres_items}
+              "klettres-data": klettres_items, "kajongg": kajongg_items}
 
 
 def find_deb(debs: str, package: str):

@@ -26,7 +26,7 @@ from tools.train import eval_cpp, eval_pocketsphinx, human_dev
 # Greedy, and beam 10 with the model's language models (without: beam 10 alone).
 CONFIGS = ("greedy_left4", "lm_left4")
 CONFIGS_NO_LM = ("greedy_left4", "beam10_left4")
-HUMAN_SOURCES = ("tuxpaint", "ktuberling", "klettres")
+HUMAN_SOURCES = ("tuxpaint", "ktuberling", "klettres", "kajongg")
 UNHEARD = ("espeak:en-029", "flite:rms")
 
 

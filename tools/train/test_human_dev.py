@@ -66,6 +66,23 @@ class HumanDevTest(unittest.TestCase):
         self.assertEqual(texts(human_dev.klettres_items(self.root)), {
             ("klettres", "en/car"): "car", ("klettres", "en_GB/well"): "well"})
 
+    def test_kajongg_tiles_and_claims_of_the_english_voices(self):
+        voices = "usr/share/kajongg/voices/"
+        for rel in ("male1/b3.ogg", "female2/s9.ogg", "male2/c1.ogg", "female1/dg.ogg",
+                    "male1/ww.ogg", "male2/violatesoriginalcall.ogg", "male1/pung.ogg",
+                    "male1/db.ogg", "male1/mahjongg.ogg",  # Left out: names not settled.
+                    "de/male1/b3.ogg", "male1/COPYRIGHT"):  # German; not a recording.
+            touch(self.root, voices + rel)
+        self.assertEqual(texts(human_dev.kajongg_items(self.root)), {
+            ("kajongg", "male1/b3"): "bamboo three",
+            ("kajongg", "female2/s9"): "circle nine",
+            ("kajongg", "male2/c1"): "character one",
+            ("kajongg", "female1/dg"): "green dragon",
+            ("kajongg", "male1/ww"): "west",
+            ("kajongg", "male2/violatesoriginalcall"): "violates original call",
+            ("kajongg", "male1/pung"): "pung",
+        })
+
     def test_every_package_has_a_collector_and_ids_make_file_names(self):
         self.assertEqual(set(human_dev.PACKAGES), set(human_dev.COLLECTORS))
         self.assertEqual(human_dev.safe_name("en_GB/it's x"), "en_GB_it_s_x")
