@@ -432,6 +432,40 @@ def set_peak(x: torch.Tensor, peak_dbfs: torch.Tensor) -> torch.Tensor:
     return x * (gain / peak).unsqueeze(1)
 
 
+# Edges (synth.py --edge-trim): the silence a synthesizer puts around its
+# speech, cut to what people's recordings have. flite and festival start
+# every utterance after ~0.2 s of silence and espeak-ng ends each with
+# ~0.36 s, where people's recorded words start within 20-60 ms of the file's
+# start; a model that has learnt "silence first" misses a first short word
+# ("a frog" -> "prog"; bench/results/human-dev.md).
+EDGE_FRAME = 160  # 10 ms at 16 kHz: the frames whose level finds the speech
+EDGE_FLOOR_DB = -45.0  # below the loudest frame: silence
+EDGE_LEAD_S = (0.0, 0.1)  # the silence kept before the speech
+EDGE_TRAIL_S = (0.02, 0.15)  # and after it
+
+
+def trim_edges(x: torch.Tensor, rng: random.Random):
+    """(x with its leading and trailing silence cut to a random length in
+    EDGE_LEAD_S and EDGE_TRAIL_S, (lead, trail) kept in seconds) of one
+    16 kHz waveform. The speech runs from the first to the last 10 ms frame
+    within EDGE_FLOOR_DB of the loudest; an edge shorter than its draw is
+    left as it is, and a waveform with no such frame is returned whole."""
+    frames = x.numel() // EDGE_FRAME
+    lead_s, trail_s = rng.uniform(*EDGE_LEAD_S), rng.uniform(*EDGE_TRAIL_S)
+    if frames == 0:
+        return x, (0.0, 0.0)
+    rms = x[: frames * EDGE_FRAME].view(frames, EDGE_FRAME).pow(2).mean(1).sqrt()
+    loud = (rms >= rms.max() * 10.0 ** (EDGE_FLOOR_DB / 20.0)).nonzero().flatten()
+    if rms.max() <= 0 or loud.numel() == 0:
+        return x, (0.0, 0.0)
+    start = int(loud[0]) * EDGE_FRAME
+    end = min(x.numel(), (int(loud[-1]) + 1) * EDGE_FRAME)
+    first = max(0, start - round(lead_s * SAMPLE_RATE))
+    last = min(x.numel(), end + round(trail_s * SAMPLE_RATE))
+    return x[first:last], (round((start - first) / SAMPLE_RATE, 3),
+                           round((last - end) / SAMPLE_RATE, 3))
+
+
 # The stages' probabilities that `set_probabilities` may change, by name.
 STAGE_PROBABILITIES = {"vtlp": "VTLP_PROB", "reverb": "REVERB_PROB", "mic": "MIC_PROB",
                        "telephone": "TELEPHONE_PROB", "noise": "NOISE_PROB"}

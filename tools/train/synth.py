@@ -235,7 +235,7 @@ def _train_job(job):
     """Synthesizes one job and writes its shard: clean int16 waveforms
     (store "wav") or augmented fbank features (store "feats")."""
     torch.set_num_threads(1)
-    shard_path, seed, items, store, codec_share = job
+    shard_path, seed, items, store, codec_share, edge_trim = job
     rng = random.Random(seed)
     codec_names = codecs.available() if codec_share > 0 else []
     by_engine = {}
@@ -250,6 +250,8 @@ def _train_job(job):
                 if x is None or x.numel() < SAMPLE_RATE // 5:
                     continue
                 m = {"text": text, "voice": family, "settings": settings}
+                if edge_trim > 0 and rng.random() < edge_trim:
+                    x, m["edges"] = augment.trim_edges(x, rng)
                 if codec_names and rng.random() < codec_share:
                     m["codec"] = codecs.draw(rng, codec_names)
                     x = codecs.round_trip(x, m["codec"])
@@ -391,6 +393,10 @@ def main(argv=None):
                    help="share of training utterances that say only 1-3 consecutive words of "
                         "their sentence (isolated words and short phrases); --train-only uses "
                         "the first run's share")
+    p.add_argument("--edge-trim", type=float, default=0.5,
+                   help="share of training utterances whose leading and trailing silence is "
+                        "cut to 0-0.1 s and 0.02-0.15 s (augment.trim_edges), as people's "
+                        "recordings have; --train-only uses the first run's share")
     p.add_argument("--hts-speakers", action=argparse.BooleanOptionalAction, default=True,
                    help="the HTS voice as a random speaker per training utterance "
                         "(libHTSEngine, hts.py); off: festival's own synthesis with its rate")
@@ -411,8 +417,8 @@ def main(argv=None):
         probabilities = augment.set_probabilities(a.augment)
     except ValueError as e:
         sys.exit(f"synth: --augment: {e}")
-    if not 0.0 <= a.short_share <= 1.0:
-        sys.exit("synth: --short-share must be within 0..1")
+    if not 0.0 <= a.short_share <= 1.0 or not 0.0 <= a.edge_trim <= 1.0:
+        sys.exit("synth: --short-share and --edge-trim must be within 0..1")
     if a.train_only and a.max_train <= 0:
         sys.exit("synth: --train-only needs --max-train > 0")
     first = os.path.join(a.out, "synth_summary.json")
@@ -424,6 +430,7 @@ def main(argv=None):
             sys.exit(f"synth: {a.out} holds --store {done['store']} shards, not {a.store}")
         families, heldout = done["train_voices"], done["heldout_voices"]
         a.short_share = done.get("short_share", 0.0)
+        a.edge_trim = done.get("edge_trim", 0.0)
     else:
         requested = [v for v in a.voices.split(",") if v]
         unknown = [v for v in requested if v not in ALL_FAMILIES]
@@ -457,7 +464,7 @@ def main(argv=None):
         sentences = read_lines(os.path.join(a.corpus, "train.txt.gz"))
         plan = train_plan(sentences, train_families, a.max_train, a.seed, a.short_share)
         jobs = [(os.path.join(train_dir, f"shard{j:05d}.pt"), a.seed * 7919 + j,
-                 plan[i:i + a.job_size], a.store, a.codec_share)
+                 plan[i:i + a.job_size], a.store, a.codec_share, a.edge_trim)
                 for j, i in enumerate(range(0, len(plan), a.job_size))]
         jobs = [j for j in jobs if not os.path.exists(j[0])]  # resumable
 
@@ -500,6 +507,7 @@ def main(argv=None):
                "augment": probabilities if a.store == "feats" else None,
                "hts_speakers": bool(HTS_SPEAKERS and _hts_voice() is not None),
                "codec_share": a.codec_share, "short_share": a.short_share,
+               "edge_trim": a.edge_trim,
                "new_train_utterances": int(utts), "new_train_hours": round(seconds / 3600, 3),
                "minutes": round((time.time() - t0) / 60, 2)}
     if a.train_only:

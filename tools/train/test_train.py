@@ -545,11 +545,11 @@ class CodecTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             shard = os.path.join(tmp, "shard00000.pt")
             items = [("espeak:en-us", "the quick brown fox"), ("espeak:en-us", "jumps over it")]
-            n, _ = synth._train_job((shard, 11, items, "wav", 1.0))
+            n, _ = synth._train_job((shard, 11, items, "wav", 1.0, 0.0))
             self.assertEqual(n, 2)
             meta = torch.load(shard)["meta"]
             self.assertTrue(all(m["codec"]["codec"] in codecs.available() for m in meta))
-            n, _ = synth._train_job((shard + "0", 11, items, "wav", 0.0))
+            n, _ = synth._train_job((shard + "0", 11, items, "wav", 0.0, 0.0))
             self.assertFalse(any("codec" in m for m in torch.load(shard + "0")["meta"]))
             whisper = synth.synthesize([("espeak:en-us", "hello there", {
                 "variant": "whisper", "speed": 165, "pitch": 50, "amplitude": 100})], tmp)[0]
@@ -988,6 +988,52 @@ class NoiseClipsTest(unittest.TestCase):
             self.assertEqual(summary["noise_clips"], 0.0)
 
 
+class EdgeTrimTest(unittest.TestCase):
+    """augment.trim_edges: the silence around the speech cut to the drawn
+    lengths, the speech itself untouched; synth.py's shards record it."""
+
+    def test_silence_cut_around_the_speech(self):
+        t = torch.arange(8000) / 16000.0
+        tone = 0.3 * torch.sin(2 * math.pi * 440.0 * t)
+        quiet = torch.zeros(4800)
+        x = torch.cat([quiet, tone, torch.zeros(6400)])  # 0.3 s, 0.5 s, 0.4 s
+        for seed in range(20):
+            y, (lead, trail) = augment.trim_edges(x, random.Random(seed))
+            self.assertTrue(0.0 <= lead <= 0.1 + 1e-9, lead)
+            self.assertTrue(0.02 <= trail <= 0.15 + 1e-9, trail)
+            self.assertAlmostEqual(y.numel(), 8000 + (lead + trail) * 16000, delta=16)
+            start = int(y.nonzero()[0]) - 1  # the tone's first sample is 0
+            self.assertAlmostEqual(start, lead * 16000, delta=8)
+            self.assertTrue(torch.equal(y[start:start + 8000], tone))  # the speech whole
+
+    def test_nothing_to_cut(self):
+        tone = 0.3 * torch.sin(2 * math.pi * 300.0 * torch.arange(4000) / 16000.0)
+        y, edges = augment.trim_edges(tone, random.Random(1))  # speech from end to end
+        self.assertTrue(torch.equal(y, tone))
+        self.assertEqual(edges, (0.0, 0.0))
+        silent = torch.zeros(3200)
+        y, edges = augment.trim_edges(silent, random.Random(1))
+        self.assertTrue(torch.equal(y, silent))
+        # A quiet tail above the floor (-40 dB of the peak) is speech: kept.
+        tail = 0.003 * torch.sin(2 * math.pi * 3000.0 * torch.arange(1600) / 16000.0)
+        x = torch.cat([tone, tail, torch.zeros(4800)])
+        y, (_, trail) = augment.trim_edges(x, random.Random(2))
+        self.assertTrue(torch.equal(y[:5600], x[:5600]))
+
+    def test_synth_shard_records_its_edges(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            shard = os.path.join(tmp, "shard00000.pt")
+            items = [("espeak:en-us", "the quick brown fox"), ("espeak:en-us", "jumps over it")]
+            synth._train_job((shard, 11, items, "wav", 0.0, 1.0))
+            meta = torch.load(shard)["meta"]
+            self.assertEqual(len(meta), 2)
+            for m in meta:
+                lead, trail = m["edges"]
+                self.assertTrue(0.0 <= lead <= 0.1 and 0.0 <= trail <= 0.15, m["edges"])
+            synth._train_job((shard + "0", 11, items, "wav", 0.0, 0.0))
+            self.assertFalse(any("edges" in m for m in torch.load(shard + "0")["meta"]))
+
+
 class ShortPhraseTest(unittest.TestCase):
     """synth.train_plan's short share: that share of utterances says 1-3
     consecutive words of its sentence; families and sentences stay the plan
@@ -1051,6 +1097,7 @@ class SynthAugmentTest(unittest.TestCase):
                              (0.0, 1.0))
             self.assertEqual(summary["augment"]["noise"], saved["noise"])
             self.assertEqual(summary["short_share"], 0.5)
+            self.assertEqual(summary["edge_trim"], 0.5)
             metas = [m for p in glob.glob(os.path.join(out, "train", "*.pt"))
                      for m in torch.load(p, weights_only=False)["meta"]]
             self.assertEqual(len(metas), 12)
