@@ -802,9 +802,8 @@ bool AllowSmem(Kernel kernel, size_t bytes) {
 template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
 bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
   const Epilogue e{
-      p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift,  p.out_norm_scale,
-      p.out_norm_shift, p.out, p.ldo, p.eps,          WgmmaBulkStore(),
-      WgmmaStagedNormOut()};
+      p.bias,           p.y,   p.ldy, p.y_norm_scale, p.y_norm_shift,   p.out_norm_scale,
+      p.out_norm_shift, p.out, p.ldo, p.eps,          WgmmaBulkStore(), WgmmaStagedNormOut()};
   const int64_t tiles_n = (p.n + kBN - 1) / kBN;
   CUtensorMap map_x, map_w;
   if (p.k <= kStationaryMaxK && max_blocks >= tiles_n && WgmmaWeightStationary()) {
