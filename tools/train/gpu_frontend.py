@@ -43,11 +43,12 @@ def frame_lengths(samples: torch.Tensor) -> torch.Tensor:
 
 def shortest_samples(samples: torch.Tensor, online_augment: bool) -> torch.Tensor:
     """Each utterance's shortest length after augmentation (at the fastest
-    speed), for the CTC length check."""
+    speed, then the fastest tempo), for the CTC length check."""
     n = samples
     if online_augment:
         for factor, _ in augment.SPEED_CHOICES:
             n = torch.minimum(n, augment.resampled_length(samples, *augment.speed_rates(factor)))
+        n = torch.minimum(n, augment.tempo_length(n, max(augment.TEMPO_FACTORS)))
     return n
 
 

@@ -160,6 +160,9 @@ class AugmentTest(unittest.TestCase):
         p = augment.draw(20000, torch.Generator().manual_seed(0))
         for factor, prob in augment.SPEED_CHOICES:
             self.assertAlmostEqual(float((p["speed"] == factor).double().mean()), prob, delta=0.015)
+        for factor in augment.TEMPO_FACTORS:
+            self.assertAlmostEqual(float((p["tempo"] == factor).double().mean()),
+                                   augment.TEMPO_PROB / len(augment.TEMPO_FACTORS), delta=0.015)
         for key, prob in (("reverb", augment.REVERB_PROB), ("telephone", augment.TELEPHONE_PROB),
                           ("noise", augment.NOISE_PROB), ("vtlp", augment.VTLP_PROB),
                           ("mic", augment.MIC_PROB)):
@@ -172,6 +175,54 @@ class AugmentTest(unittest.TestCase):
             self.assertGreaterEqual(float(p[key].min()), lo)
             self.assertLessEqual(float(p[key].max()), hi)
         self.assertEqual(sorted(p["noise_kind"].unique().tolist()), [0, 1, 2])
+
+    def test_tempo_keeps_pitch_and_level_and_moves_time(self):
+        """A tone then another: the same frequencies and level come out, the
+        change between them at its time / factor, the length n / factor;
+        factor 1 gives the input back."""
+        t = torch.arange(16000) / 16000.0
+        x = torch.cat([0.5 * torch.sin(2 * math.pi * 300.0 * t[:8000]),
+                       0.5 * torch.sin(2 * math.pi * 1200.0 * t[8000:])]).unsqueeze(0)
+        same, m = augment.change_tempo(x, torch.tensor([16000]), 1.0)
+        self.assertEqual(int(m[0]), 16000)
+        self.assertLess(float((same - x).abs().max()), 1e-3)
+        for factor in augment.TEMPO_FACTORS:
+            y, m = augment.change_tempo(x, torch.tensor([16000]), factor)
+            self.assertEqual(int(m[0]), augment.tempo_length(16000, factor))
+            self.assertEqual(y.size(1), int(m[0]))
+            y = y[0]
+            for lo, hi, f in ((400, int(7000 / factor), 300.0),
+                              (int(9000 / factor), int(m[0]) - 400, 1200.0)):
+                seg = y[lo:hi] * torch.hann_window(hi - lo)
+                peak_hz = float(torch.fft.rfft(seg, 1 << 16).abs().argmax()) * 16000 / (1 << 16)
+                self.assertAlmostEqual(peak_hz, f, delta=f * 0.01, msg=(factor, f))
+                power = torch.stack([y[k:k + 400].pow(2).mean() for k in range(lo, hi - 400, 200)])
+                self.assertTrue(bool(((power - 0.125).abs() < 0.02).all()), (factor, f))
+            hi_band = torchaudio.functional.highpass_biquad(y.unsqueeze(0), 16000, 800.0)[0]
+            hi_power = torch.stack([hi_band[k:k + 400].pow(2).mean()
+                                    for k in range(0, int(m[0]) - 400, 200)])
+            onset = int((hi_power > 0.5 * hi_power.max()).nonzero()[0]) * 200
+            self.assertAlmostEqual(onset, 8000 / factor, delta=400)
+
+    def test_tempo_in_the_batch(self):
+        waves = test_waves((0.5, 0.8, 0.3))
+        x, n = padded(waves)
+        p = augment.draw(3, torch.Generator().manual_seed(0))
+        p["speed"] = torch.tensor([1.1, 1.0, 0.9], dtype=torch.float64)
+        p["tempo"] = torch.tensor([1.15, 0.87, 1.0], dtype=torch.float64)
+        y, m = augment.augment_batch(x, n, p, torch.Generator().manual_seed(1))
+        want = [augment.tempo_length(augment.resampled_length(int(k), *augment.speed_rates(float(s))),
+                                     float(t)) for k, s, t in zip(n, p["speed"], p["tempo"])]
+        self.assertEqual(m.tolist(), want)
+        for i in range(3):
+            self.assertEqual(float(y[i, m[i]:].abs().sum()), 0.0)
+        # Never shorter than gpu_frontend's bound for the CTC length check.
+        self.assertTrue(bool((m >= gpu_frontend.shortest_samples(n, True)).all()))
+        # A row stretched alone is the row stretched in the batch.
+        alone, _ = augment.change_tempo(x[1:2, :int(n[1])], n[1:2], 0.87)
+        batch, k = augment.change_tempo(x, n, 0.87)
+        self.assertLess(float((alone[0] - batch[1, :alone.size(1)]).abs().max()), 1e-6)
+        self.assertEqual(float(batch[1, alone.size(1):].abs().sum()), 0.0)
 
     def test_speed_changes_length(self):
         x, n = padded(test_waves())
@@ -301,6 +352,7 @@ class AugmentTest(unittest.TestCase):
         x, n = padded(waves)
         p = augment.draw(5, torch.Generator().manual_seed(0))
         p["speed"] = torch.tensor([0.9, 1.1, 1.0, 0.9, 1.1], dtype=torch.float64)
+        p["tempo"] = torch.ones(5, dtype=torch.float64)
         for key in ("reverb", "telephone", "noise"):
             p[key] = torch.ones(5, dtype=torch.bool)
         y, m = augment.augment_batch(x, n, p, torch.Generator().manual_seed(1))
@@ -314,13 +366,14 @@ class AugmentTest(unittest.TestCase):
             peak = 20 * math.log10(float(y[i].abs().max()))
             self.assertAlmostEqual(peak, float(p["peak_dbfs"][i]), delta=1e-3)
         self.assertTrue(torch.equal(x, padded(waves)[0]))  # the input is left as it was
-        # Fresh draws over a larger batch: lengths follow each row's speed.
+        # Fresh draws over a larger batch: lengths follow each row's speed and tempo.
         x, n = padded(test_waves((0.3,) * 40))
         p = augment.draw(40, torch.Generator().manual_seed(5))
         y, m = augment.augment_batch(x, n, p, torch.Generator().manual_seed(6))
         for i in range(40):
             rate, new = augment.speed_rates(float(p["speed"][i]))
-            self.assertEqual(int(m[i]), augment.resampled_length(int(n[i]), rate, new))
+            self.assertEqual(int(m[i]), augment.tempo_length(
+                augment.resampled_length(int(n[i]), rate, new), float(p["tempo"][i])))
             self.assertEqual(float(y[i, m[i]:].abs().sum()), 0.0)
 
     def test_one_utterance(self):
@@ -330,8 +383,8 @@ class AugmentTest(unittest.TestCase):
             self.assertLessEqual(float(y.abs().max()), 1.0)
             self.assertAlmostEqual(20 * math.log10(float(y.abs().max())), desc["peak_dbfs"],
                                    delta=0.06)
-            if "speed" in desc:
-                self.assertAlmostEqual(y.numel(), x.numel() / desc["speed"], delta=2)
+            speed, tempo = desc.get("speed", 1.0), desc.get("tempo", 1.0)
+            self.assertAlmostEqual(y.numel(), x.numel() / speed / tempo, delta=2)
 
 
 def band_noise_bursts(seconds=2.0, seed=0):
@@ -777,8 +830,9 @@ class FrontendTest(unittest.TestCase):
         for key in ("mean_stat", "var_stat"):
             self.assertTrue(torch.allclose(torch.tensor(stats[key]), torch.tensor(ref[key]),
                                            rtol=1e-5), key)
+        # 1100 / 1.1 / 1.15 and 16000 / 1.1 / 1.15 (the fastest speed and tempo).
         self.assertEqual(gpu_frontend.shortest_samples(torch.tensor([1100, 16000]), True).tolist(),
-                         [1000, 14546])
+                         [870, 12649])
 
 
 class MaskTest(unittest.TestCase):
