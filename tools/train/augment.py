@@ -507,9 +507,9 @@ def trim_edges(x: torch.Tensor, rng: random.Random):
     if frames == 0:
         return x, (0.0, 0.0)
     rms = x[: frames * EDGE_FRAME].view(frames, EDGE_FRAME).pow(2).mean(1).sqrt()
-    loud = (rms >= rms.max() * 10.0 ** (EDGE_FLOOR_DB / 20.0)).nonzero().flatten()
-    if rms.max() <= 0 or loud.numel() == 0:
+    if rms.max() <= 0:
         return x, (0.0, 0.0)
+    loud = (rms >= rms.max() * 10.0 ** (EDGE_FLOOR_DB / 20.0)).nonzero().flatten()
     start = int(loud[0]) * EDGE_FRAME
     end = min(x.numel(), (int(loud[-1]) + 1) * EDGE_FRAME)
     first = max(0, start - round(lead_s * SAMPLE_RATE))
@@ -520,8 +520,7 @@ def trim_edges(x: torch.Tensor, rng: random.Random):
 
 # The stages' probabilities that `set_probabilities` may change, by name.
 STAGE_PROBABILITIES = {"tempo": "TEMPO_PROB", "vtlp": "VTLP_PROB", "reverb": "REVERB_PROB",
-                       "mic": "MIC_PROB",
-                       "telephone": "TELEPHONE_PROB", "noise": "NOISE_PROB"}
+                       "mic": "MIC_PROB", "telephone": "TELEPHONE_PROB", "noise": "NOISE_PROB"}
 
 
 def set_probabilities(spec: str) -> dict:
@@ -544,6 +543,17 @@ def set_probabilities(spec: str) -> dict:
     return {name: globals()[var] for name, var in STAGE_PROBABILITIES.items()}
 
 
+def _choose(u: torch.Tensor, choices) -> torch.Tensor:
+    """Each row's factor from its uniform draw u: (factor, probability)
+    choices take consecutive slices of [0, 1); the rest is 1.0."""
+    out = torch.ones_like(u)
+    below = 0.0
+    for factor, prob in choices:
+        out[(u >= below) & (u < below + prob)] = factor
+        below += prob
+    return out
+
+
 def draw(b: int, gen: torch.Generator) -> dict:
     """Augmentation parameters of b utterances (CPU tensors; gen a CPU
     generator): which stages apply to which utterance, and their settings."""
@@ -551,13 +561,7 @@ def draw(b: int, gen: torch.Generator) -> dict:
     def uniform(lo_hi):
         return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * torch.rand(b, generator=gen, dtype=torch.float64)
 
-    u = torch.rand(b, generator=gen, dtype=torch.float64)
-    speed = torch.ones(b, dtype=torch.float64)
-    below = 0.0
-    for factor, prob in SPEED_CHOICES:
-        speed[(u >= below) & (u < below + prob)] = factor
-        below += prob
-    p = {"speed": speed}
+    p = {"speed": _choose(torch.rand(b, generator=gen, dtype=torch.float64), SPEED_CHOICES)}
     p["vtlp"] = torch.rand(b, generator=gen) < VTLP_PROB
     p["vtlp_alpha"] = uniform(VTLP_RANGE)
     p["reverb"] = torch.rand(b, generator=gen) < REVERB_PROB
@@ -577,11 +581,8 @@ def draw(b: int, gen: torch.Generator) -> dict:
     p["noise_kind"] = torch.randint(len(NOISE_KINDS), (b,), generator=gen)
     p["peak_dbfs"] = uniform(PEAK_DBFS_RANGE)
     # Drawn last, so that the stages above keep their draws of a seed.
-    u = torch.rand(b, generator=gen, dtype=torch.float64)
-    p["tempo"] = torch.ones(b, dtype=torch.float64)
-    share = TEMPO_PROB / len(TEMPO_FACTORS)
-    for k, factor in enumerate(TEMPO_FACTORS):
-        p["tempo"][(u >= k * share) & (u < (k + 1) * share)] = factor
+    p["tempo"] = _choose(torch.rand(b, generator=gen, dtype=torch.float64),
+                         [(f, TEMPO_PROB / len(TEMPO_FACTORS)) for f in TEMPO_FACTORS])
     return p
 
 
