@@ -453,8 +453,8 @@ int Main(int argc, char** argv) {
   app.add_flag("--dense-decode", dense, "Copy whole log-probs to the decoder");
   std::string stem = "tensor-cores";
   app.add_option("--stem", stem,
-                 "CUDA: how the subsampling stem computes its first stage, recompute or "
-                 "tensor-cores")
+                 "CUDA: how the subsampling stem computes, recompute, tensor-cores or "
+                 "implicit-gemm")
       ->capture_default_str();
   std::string ffn = "unfused";
   app.add_option("--ffn", ffn,

@@ -3,7 +3,10 @@
 // fbank frames) for B images, the way the encoder runs it: "fused", stage 1
 // recomputed for every element of stage 2's patch gather, then cuBLASLt (the
 // CUDA default); "fused-tc", stage 1 on the tensor cores once per block of
-// the gather (kernels::StemKernel::kTensorCores), then cuBLASLt; "unfused",
+// the gather (kernels::StemKernel::kTensorCores), then cuBLASLt; "implicit",
+// stage 1 on the tensor cores written once, stage 2 an implicit GEMM on the
+// wgmma kernel (kernels::StemKernel::kImplicitGemm; on the tensor cores'
+// path where that kernel is unavailable); "unfused",
 // each stage an im2col into the arena and a cuBLASLt GEMM. Prints the median
 // time of --reps runs (CUDA events; the wall clock on the CPU, unfused only)
 // and the rate from the stages' FLOP count, for the side-by-side with cuDNN
@@ -47,6 +50,7 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {{"fused", true, kernels::StemKernel::kRecompute},
                                  {"fused-tc", true, kernels::StemKernel::kTensorCores},
+                                 {"implicit", true, kernels::StemKernel::kImplicitGemm},
                                  {"unfused", false, kernels::StemKernel::kRecompute}};
 
 absl::StatusOr<double> TimeStem(ExecutionContext& ctx, const Geometry& geo, int64_t batch,

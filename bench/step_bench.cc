@@ -162,8 +162,8 @@ int Main(int argc, char** argv) {
   app.add_option("--device", device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", dtype, "float32, bfloat16 or float16 (default: the device's)");
   app.add_option("--stem", stem,
-                 "CUDA: how the subsampling stem computes its first stage, recompute or "
-                 "tensor-cores")
+                 "CUDA: how the subsampling stem computes, recompute, tensor-cores or "
+                 "implicit-gemm")
       ->capture_default_str();
   app.add_option("--ffn", ffn,
                  "CUDA: the feed-forward modules fused (one kernel each) or unfused (separate "

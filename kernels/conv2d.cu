@@ -190,6 +190,8 @@ constexpr int kStemMmaWarps = kStemMmaThreads / 32;
 
 struct StemMmaGeometry {
   int w1 = 0, h2 = 0, w2 = 0;  // Stage 1's width, stage 2's height and width.
+  int h1 = 0;                  // Stage 1's height.
+  int groups = 0;  // Units of k2 stage-1 rows an image has (stage-1 output, LaunchStemStage1).
   int rows_in = 0;             // Input rows a block reads.
   int positions = 0;           // Stage-1 positions a block computes (k2 * w1).
   int stride = 0;  // Elements per position in shared memory (c1 + 8: conflict-free stores).
@@ -202,6 +204,8 @@ StemMmaGeometry StemMmaShape(const FusedStemParams& p) {
   g.w1 = static_cast<int>(Conv2dOp::OutSize(p.w, 3, p.s1));
   g.h2 = static_cast<int>(Conv2dOp::OutSize(Conv2dOp::OutSize(p.h, 3, p.s1), p.k2, p.s2));
   g.w2 = static_cast<int>(Conv2dOp::OutSize(g.w1, p.k2, p.s2));
+  g.h1 = static_cast<int>(Conv2dOp::OutSize(p.h, 3, p.s1));
+  g.groups = (g.h1 + p.k2 - 1) / p.k2;
   g.rows_in = (p.k2 - 1) * p.s1 + 3;
   g.positions = p.k2 * g.w1;
   g.stride = p.c1 + 8;
@@ -225,7 +229,10 @@ __device__ __forceinline__ void StemK(int k, int& part, int& tap) {
   tap = k < 27 ? k % 9 : 0;
 }
 
-template <typename Out, int kC1>
+// kStage1Out: a block's unit is instead k2 consecutive stage-1 rows of an
+// image (group u: rows u * k2..), written once as they are to p.patches,
+// the stage-1 activation [n, h1, w1, c1] (LaunchStemStage1).
+template <typename Out, int kC1, bool kStage1Out>
 __global__ void __launch_bounds__(kStemMmaThreads, 2)
     FusedStemMmaKernel(FusedStemParams p, StemMmaGeometry g) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -281,9 +288,12 @@ __global__ void __launch_bounds__(kStemMmaThreads, 2)
   const int cv = threadIdx.x % kVecs;
   const int64_t patch = static_cast<int64_t>(p.k2) * p.k2 * kC1;
 
-  for (int64_t rb = blockIdx.x; rb < p.n * g.h2; rb += gridDim.x) {
-    const int64_t i = rb / g.h2, t2 = rb % g.h2;
-    LoadStemRows(p, i, t2 * p.s2 * p.s1, g.rows_in, x);  // Barriers on both sides.
+  const int units = kStage1Out ? g.groups : g.h2;  // A block's units per image.
+  for (int64_t rb = blockIdx.x; rb < p.n * units; rb += gridDim.x) {
+    const int64_t i = rb / units, t2 = rb % units;
+    // The unit's first stage-1 row.
+    const int64_t r0 = kStage1Out ? t2 * p.k2 : t2 * p.s2;
+    LoadStemRows(p, i, r0 * p.s1, g.rows_in, x);  // Barriers on both sides.
 
     // Stage 1: a warp per m16 tile of positions, every channel.
     for (int mt = warp; mt < m_tiles; mt += kStemMmaWarps) {
@@ -330,6 +340,18 @@ __global__ void __launch_bounds__(kStemMmaThreads, 2)
     }
     __syncthreads();
 
+    if constexpr (kStage1Out) {
+      // Rows r0.. of image i, contiguous in the activation: 16 bytes a thread.
+      const int rows = static_cast<int>(min(static_cast<int64_t>(p.k2), g.h1 - r0));
+      Out* dst = static_cast<Out*>(p.patches) + ((i * g.h1 + r0) * g.w1) * kC1;
+      for (int idx = threadIdx.x; idx < rows * g.w1 * kVecs; idx += blockDim.x) {
+        const int pos = idx / kVecs, v = idx % kVecs;
+        *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(pos) * kC1 + v * 8) =
+            *reinterpret_cast<const uint4*>(s1 + pos * g.stride + v * 8);
+      }
+      continue;
+    }
+
     // The patches of stage-2 row t2: element (f2, a, b) is stage-1 position
     // (a, f2 * s2 + b) of the block, c1 channels.
     Out* row = static_cast<Out*>(p.patches) + (i * g.h2 + t2) * g.w2 * p.ld + cv * 8;
@@ -365,13 +387,13 @@ bool StemMmaFits(const FusedStemParams& p) {
          reinterpret_cast<uintptr_t>(p.patches) % 16 == 0 && StemMmaShape(p).Total() <= 227 * 1024;
 }
 
-template <typename Out, int kC1>
+template <typename Out, int kC1, bool kStage1Out>
 void LaunchStemMma(const FusedStemParams& p, GpuStream stream) {
   const StemMmaGeometry g = StemMmaShape(p);
   const size_t smem = g.Total();
   static size_t raised = 48 << 10;  // Per instantiation: the default limit.
   if (smem > raised) {
-    OASR_CUDA_CHECK(cudaFuncSetAttribute(FusedStemMmaKernel<Out, kC1>,
+    OASR_CUDA_CHECK(cudaFuncSetAttribute(FusedStemMmaKernel<Out, kC1, kStage1Out>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
     raised = smem;
@@ -383,29 +405,29 @@ void LaunchStemMma(const FusedStemParams& p, GpuStream stream) {
   static int resident = 0;
   if (resident_for != smem) {
     OASR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &resident, FusedStemMmaKernel<Out, kC1>, kStemMmaThreads, smem));
+        &resident, FusedStemMmaKernel<Out, kC1, kStage1Out>, kStemMmaThreads, smem));
     resident_for = smem;
   }
   int device = 0, sms = 0;
   OASR_CUDA_CHECK(cudaGetDevice(&device));
   OASR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t rows = p.n * g.h2;
+  const int64_t rows = p.n * (kStage1Out ? g.groups : g.h2);
   const int64_t wave = int64_t{sms} * (resident > 0 ? resident : 1);
   const int grid = static_cast<int>(rows < wave ? rows : wave);
-  FusedStemMmaKernel<Out, kC1><<<grid, kStemMmaThreads, smem, stream>>>(p, g);
+  FusedStemMmaKernel<Out, kC1, kStage1Out><<<grid, kStemMmaThreads, smem, stream>>>(p, g);
 }
 
-template <typename Out>
+template <typename Out, bool kStage1Out = false>
 void DispatchStemMma(const FusedStemParams& p, GpuStream stream) {
   switch (p.c1) {
     case 64:
-      return LaunchStemMma<Out, 64>(p, stream);
+      return LaunchStemMma<Out, 64, kStage1Out>(p, stream);
     case 128:
-      return LaunchStemMma<Out, 128>(p, stream);
+      return LaunchStemMma<Out, 128, kStage1Out>(p, stream);
     case 256:
-      return LaunchStemMma<Out, 256>(p, stream);
+      return LaunchStemMma<Out, 256, kStage1Out>(p, stream);
     default:
-      return LaunchStemMma<Out, 512>(p, stream);
+      return LaunchStemMma<Out, 512, kStage1Out>(p, stream);
   }
 }
 
@@ -424,7 +446,7 @@ void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
   const int rows_needed = (p.k2 - 1) * p.s1 + 3;
   const size_t smem = static_cast<size_t>(rows_needed) * p.w * sizeof(float);
   const int grid = static_cast<int>(blocks < 65535 * 16 ? blocks : 65535 * 16);
-  if (p.kernel == StemKernel::kTensorCores && StemMmaFits(p)) {
+  if (p.kernel != StemKernel::kRecompute && StemMmaFits(p)) {
     if (p.patch_dtype == DType::kBFloat16) {
       DispatchStemMma<__nv_bfloat16>(p, stream);
     } else {
@@ -448,6 +470,18 @@ void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
         <<<static_cast<int>(blocks < 65535 * 16 ? blocks : 65535 * 16), threads, smem, stream>>>(
             p, h2, w2);
   });
+  OASR_CUDA_LAUNCH_CHECK();
+}
+
+bool StemStage1Fits(const FusedStemParams& p) { return StemMmaFits(p); }
+
+void LaunchStemStage1(const FusedStemParams& p, GpuStream stream) {
+  if (p.n == 0 || Conv2dOp::OutSize(p.h, 3, p.s1) == 0) return;
+  if (p.patch_dtype == DType::kBFloat16) {
+    DispatchStemMma<__nv_bfloat16, true>(p, stream);
+  } else {
+    DispatchStemMma<__half, true>(p, stream);
+  }
   OASR_CUDA_LAUNCH_CHECK();
 }
 

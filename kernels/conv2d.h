@@ -63,6 +63,14 @@ enum class StemKernel {
   // patches; for stage-1 channels 64, 128, 256 or 512 and 16-bit patches,
   // else kRecompute.
   kTensorCores,
+  // Stage 1 as kTensorCores, but written once as the NHWC activation
+  // [n, h1, w1, c1] (about half the patch matrix's bytes for the stem's
+  // 3 x 3 stride-2 stage 2), and stage 2 as an implicit GEMM on the Hopper
+  // kernel (LaunchWgmmaConv: its tiles of patches gathered from that
+  // activation by the copy engine), so no patch matrix is written or read.
+  // Where the wgmma kernel is not available (not sm_90, float32, c1 not a
+  // multiple of 64), kTensorCores.
+  kImplicitGemm,
 };
 
 // The first two stages' data movement in one pass (CUDA): stage 2's patches
@@ -113,6 +121,9 @@ class Conv2dOp {
   absl::Status FuseFirstStage(const float* weight, const float* bias, const Conv2dOptions& first,
                               ExecutionContext& ctx, StemKernel kernel = StemKernel::kRecompute);
   bool fused_first_stage() const { return fused_.has_value(); }
+  // Whether Run takes StemKernel::kImplicitGemm's path on ctx: asked for,
+  // and the device, dtype and channels allow it (else kTensorCores').
+  bool implicit_gemm_stem(const ExecutionContext& ctx) const;
 
  private:
   struct FusedFirst {
@@ -126,8 +137,9 @@ class Conv2dOp {
   int64_t StageIn(int64_t dim) const {
     return fused_ ? OutSize(dim, fused_->options.kernel, fused_->options.stride) : dim;
   }
-  // Images per im2col + GEMM pair on CUDA.
-  int64_t GroupSize(int64_t n, int64_t h, int64_t w) const;
+  // Images per im2col + GEMM pair on CUDA (per stage 1 + implicit GEMM pair
+  // on the implicit-GEMM stem).
+  int64_t GroupSize(const ExecutionContext& ctx, int64_t n, int64_t h, int64_t w) const;
   int64_t patch() const {
     return int64_t{options_.kernel} * options_.kernel * options_.in_channels;
   }
@@ -146,6 +158,12 @@ void Im2ColCpu(const Im2ColParams& p);
 #if OASR_WITH_CUDA
 void LaunchIm2Col(const Im2ColParams& p, GpuStream stream);
 void LaunchFusedStem(const FusedStemParams& p, GpuStream stream);
+// Stage 1 alone on the tensor cores (kTensorCores' arithmetic, so the same
+// values), into p.patches as the activation [n, h1, w1, c1] in patch_dtype
+// (p.ld and k2/s2 only shape the blocks' work). StemStage1Fits: the shapes
+// and dtype it takes.
+bool StemStage1Fits(const FusedStemParams& p);
+void LaunchStemStage1(const FusedStemParams& p, GpuStream stream);
 #endif
 
 }  // namespace oasr::kernels

@@ -36,6 +36,8 @@ class CudaGemm {
   // kFused and kWgmma, from a wave of tiles up with kNorms and kEpilogues.
   bool NormsInEpilogue(const ExecutionContext& ctx, int64_t m) const;
 
+  const void* weight() const { return weight_.data(); }
+  const float* bias_f32() const { return bias_f32_.empty() ? nullptr : bias_f32_.data<float>(); }
   // Plans made so far (one per distinct m, strides, output dtype and mode).
   size_t num_plans() const { return plans_.size(); }
 

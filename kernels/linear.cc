@@ -116,6 +116,20 @@ absl::StatusOr<LinearOp> LinearOp::Create(const float* weight, const float* bias
 #endif
 }
 
+const void* LinearOp::device_weight() const {
+#if OASR_WITH_CUDA
+  if (cuda_ != nullptr) return cuda_->weight();
+#endif
+  return nullptr;
+}
+
+const float* LinearOp::device_bias_f32() const {
+#if OASR_WITH_CUDA
+  if (cuda_ != nullptr) return cuda_->bias_f32();
+#endif
+  return nullptr;
+}
+
 bool LinearOp::FusesNorms() const {
   if (cpu_ != nullptr) return options_.activation == Activation::kNone;
 #if OASR_WITH_CUDA

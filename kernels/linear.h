@@ -117,6 +117,13 @@ class LinearOp {
   // computes them (CudaGemm::FusesNorms), on the CPU without an activation.
   bool FusesNorms() const;
 
+  // CUDA: the weight [out, in] in the op's dtype and the bias in float32
+  // on the device (null on the CPU, and the bias null without one or with
+  // a float32 op), for kernels that compute the same product their own way
+  // (the stem's implicit GEMM).
+  const void* device_weight() const;
+  const float* device_bias_f32() const;
+
   int64_t out_features() const { return out_; }
   int64_t in_features() const { return in_; }
   const LinearOptions& options() const { return options_; }

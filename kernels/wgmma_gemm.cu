@@ -58,6 +58,16 @@ struct alignas(1024) StationarySmem {
 constexpr size_t kStationarySmemBytes = sizeof(StationarySmem) + 1024;
 static_assert(kStationarySmemBytes <= 227 * 1024, "over Hopper's shared memory a block");
 
+// The im2col geometry of an implicit-GEMM x (LaunchWgmmaConv): output
+// pixels per image row and image, 64-channel blocks per tap, taps a side
+// and the stride. Unused (zero) for a plain x.
+struct ConvGeometry {
+  int ho = 0, wo = 0;
+  int c_blocks = 0;
+  int kernel = 0;
+  int stride = 0;
+};
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define OASR_WGMMA_DEVICE 1
 #endif
@@ -99,6 +109,19 @@ __device__ __forceinline__ void TmaLoad(void* dst, const CUtensorMap* map, int i
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(SmemAddr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(SmemAddr(bar))
+      : "memory");
+}
+// One column of an im2col tensor map (NHWC): pixelsPerColumn pixels from
+// (n, h + off_h, w + off_w) on, stepping by the map's traversal stride
+// within the image and on into the next, channels c.. of each.
+__device__ __forceinline__ void TmaLoadIm2col(void* dst, const CUtensorMap* map, int c, int w,
+                                              int h, int n, uint16_t off_w, uint16_t off_h,
+                                              uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(SmemAddr(bar)),
+      "h"(off_w), "h"(off_h)
       : "memory");
 }
 
@@ -543,11 +566,15 @@ __device__ __forceinline__ void EpilogueTile(float* d, const Epilogue& e, uint8_
 }
 #endif  // OASR_WGMMA_DEVICE
 
-template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms>
+// kIm2col: x is an NHWC activation read through an im2col tensor map
+// (geometry g): k-block kb of the tile at row0 is tap kb / g.c_blocks,
+// channels (kb % g.c_blocks) * 64.. of the tile's 128 output pixels.
+template <typename T, typename TY, Activation kAct, bool kAccumulate, bool kNorms,
+          bool kIm2col = false>
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap map_x,
                     const __grid_constant__ CUtensorMap map_w, const Epilogue e, int m, int n,
-                    int k) {
+                    int k, const ConvGeometry g) {
 #ifdef OASR_WGMMA_DEVICE
   extern __shared__ uint8_t smem_raw[];
   Smem& s =
@@ -573,10 +600,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t phase = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const int row0 = (tile / tiles_n) * kBM, col0 = (tile % tiles_n) * kBN;
+        // kIm2col: the tile's first output pixel (img, oh, ow).
+        int img = 0, oh = 0, ow = 0;
+        if constexpr (kIm2col) {
+          const int per_image = g.ho * g.wo;
+          img = row0 / per_image;
+          oh = (row0 % per_image) / g.wo;
+          ow = row0 % g.wo;
+        }
         for (int kb = 0; kb < k_blocks; ++kb) {
           BarWait(&s.empty[stage], phase ^ 1);
           BarExpectBytes(&s.full[stage], kTileBytes);
-          TmaLoad(s.a[stage], &map_x, kb * kBK, row0, &s.full[stage]);
+          if constexpr (kIm2col) {
+            const int tap = kb / g.c_blocks;
+            TmaLoadIm2col(s.a[stage], &map_x, (kb % g.c_blocks) * kBK, ow * g.stride,
+                          oh * g.stride, img, static_cast<uint16_t>(tap % g.kernel),
+                          static_cast<uint16_t>(tap / g.kernel), &s.full[stage]);
+          } else {
+            TmaLoad(s.a[stage], &map_x, kb * kBK, row0, &s.full[stage]);
+          }
           TmaLoad(s.b[stage], &map_w, kb * kBK, col0, &s.full[stage]);
           if (++stage == kStages) {
             stage = 0;
@@ -767,6 +809,47 @@ bool EncodeMap(CUtensorMap* map, DType dtype, const void* base, int64_t rows, in
   return r == CUDA_SUCCESS;
 }
 
+PFN_cuTensorMapEncodeIm2col_v12000 EncodeIm2colFn() {
+  static PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeIm2col_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(p);
+  }();
+  return fn;
+}
+
+// The NHWC activation of a convolution as an im2col tensor map: columns of
+// kBM output pixels (the window of a tap's top-left corners: the image less
+// kernel - 1 at the far edges, stepped by the stride) by 64 channels, with
+// the 128-byte swizzle; pixels past the last image read 0.
+bool EncodeIm2colMap(CUtensorMap* map, const WgmmaConvParams& p) {
+  const PFN_cuTensorMapEncodeIm2col_v12000 encode = EncodeIm2colFn();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.c), static_cast<cuuint64_t>(p.w),
+                              static_cast<cuuint64_t>(p.h), static_cast<cuuint64_t>(p.n)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.c * 2),
+                                 static_cast<cuuint64_t>(p.w * p.c * 2),
+                                 static_cast<cuuint64_t>(p.h * p.w * p.c * 2)};
+  const int lower[2] = {0, 0};
+  const int upper[2] = {-(p.kernel - 1), -(p.kernel - 1)};
+  const cuuint32_t element_strides[4] = {1, static_cast<cuuint32_t>(p.stride),
+                                         static_cast<cuuint32_t>(p.stride), 1};
+  const CUresult r = encode(map,
+                            p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            4, const_cast<void*>(p.x), dims, strides, lower, upper, kBK, kBM,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
 bool DeviceIsSm90() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
@@ -832,7 +915,8 @@ bool Launch(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {
   const int64_t tiles = ((p.m + kBM - 1) / kBM) * tiles_n;
   const int blocks = static_cast<int>(tiles < max_blocks ? tiles : max_blocks);
   kernel<<<blocks, kThreads, kSmemBytes, stream>>>(map_x, map_w, e, static_cast<int>(p.m),
-                                                   static_cast<int>(p.n), static_cast<int>(p.k));
+                                                   static_cast<int>(p.n), static_cast<int>(p.k),
+                                                   ConvGeometry{});
   OASR_CUDA_LAUNCH_CHECK();
   return true;
 }
@@ -914,6 +998,61 @@ bool WgmmaGemmSupported(const WgmmaGemmParams& p) {
        (!out_norm || (p.out_norm_shift != nullptr && p.out != nullptr && p.ldo >= p.n &&
                       p.ldo % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % 4 == 0)));
   return dtype_ok && shape_ok && align_ok && mode_ok && norms_ok && WgmmaGemmAvailable();
+}
+
+bool WgmmaConvSupported(const WgmmaConvParams& p) {
+  const bool dtype_ok = p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16;
+  const bool act_ok = p.activation == Activation::kNone || p.activation == Activation::kRelu;
+  const bool shape_ok = p.n > 0 && p.c > 0 && p.c % kBK == 0 && p.cout > 0 && p.cout % 2 == 0 &&
+                        p.kernel >= 1 && p.kernel <= 128 && p.stride >= 1 && p.stride <= 8 &&
+                        p.h >= p.kernel && p.w >= p.kernel && p.ldy >= p.cout &&
+                        p.ldy % 2 == 0 && p.h < (int64_t{1} << 31) && p.w < (int64_t{1} << 31);
+  if (!dtype_ok || !act_ok || !shape_ok) return false;
+  const int64_t ho = (p.h - p.kernel) / p.stride + 1, wo = (p.w - p.kernel) / p.stride + 1;
+  const int64_t k = int64_t{p.kernel} * p.kernel * p.c;
+  const bool size_ok = p.n * ho * wo < (int64_t{1} << 31) && k < (int64_t{1} << 31) &&
+                       p.n * p.h * p.w * p.c < (int64_t{1} << 40);
+  const bool align_ok = reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(p.y) % 4 == 0;
+  return size_ok && align_ok && WgmmaGemmAvailable();
+}
+
+namespace {
+template <typename T, Activation kAct>
+bool LaunchConvTyped(const WgmmaConvParams& p, int max_blocks, GpuStream stream) {
+  const int64_t ho = (p.h - p.kernel) / p.stride + 1, wo = (p.w - p.kernel) / p.stride + 1;
+  const int64_t m = p.n * ho * wo, k = int64_t{p.kernel} * p.kernel * p.c;
+  const Epilogue e{p.bias,  p.y,     p.ldy, nullptr, nullptr,          nullptr,
+                   nullptr, nullptr, 0,     1e-5f,   WgmmaBulkStore(), false};
+  CUtensorMap map_x, map_w;
+  if (!EncodeIm2colMap(&map_x, p) || !EncodeMap(&map_w, p.dtype, p.weight, p.cout, k, k, kBN)) {
+    return false;
+  }
+  const ConvGeometry g{static_cast<int>(ho), static_cast<int>(wo), static_cast<int>(p.c / kBK),
+                       p.kernel, p.stride};
+  auto kernel = WgmmaGemmKernel<T, T, kAct, false, false, true>;
+  static const bool attr_ok = AllowSmem(kernel, kSmemBytes);
+  if (!attr_ok) return false;
+  const int64_t tiles = ((m + kBM - 1) / kBM) * ((p.cout + kBN - 1) / kBN);
+  const int blocks = static_cast<int>(tiles < max_blocks ? tiles : max_blocks);
+  kernel<<<blocks, kThreads, kSmemBytes, stream>>>(map_x, map_w, e, static_cast<int>(m),
+                                                   static_cast<int>(p.cout), static_cast<int>(k),
+                                                   g);
+  OASR_CUDA_LAUNCH_CHECK();
+  return true;
+}
+}  // namespace
+
+bool LaunchWgmmaConv(const WgmmaConvParams& p, int max_blocks, GpuStream stream) {
+  if (!WgmmaConvSupported(p) || max_blocks < 1) return false;
+  const bool relu = p.activation == Activation::kRelu;
+  if (p.dtype == DType::kBFloat16) {
+    return relu ? LaunchConvTyped<__nv_bfloat16, Activation::kRelu>(p, max_blocks, stream)
+                : LaunchConvTyped<__nv_bfloat16, Activation::kNone>(p, max_blocks, stream);
+  }
+  return relu ? LaunchConvTyped<__half, Activation::kRelu>(p, max_blocks, stream)
+              : LaunchConvTyped<__half, Activation::kNone>(p, max_blocks, stream);
 }
 
 bool LaunchWgmmaGemm(const WgmmaGemmParams& p, int max_blocks, GpuStream stream) {

@@ -105,6 +105,38 @@ bool WgmmaBulkStore();
 void SetWgmmaStagedNormOut(bool on);
 bool WgmmaStagedNormOut();
 
+// A convolution as an implicit GEMM on the same tiles: x is not a patch
+// matrix but the NHWC activation [n, h, w, c] itself, and the producer's
+// tensor-map copies gather each 128 x 64 tile of patches straight from it
+// (the copy engine's im2col mode: tap (a, b) of output pixel (img, oh, ow)
+// is pixel (img, oh * stride + a, ow * stride + b), channels of one 64-wide
+// block). The GEMM's k order is the patch order the stem's weights have:
+// taps (a, b) row-major, channels within a tap. No padding; y = act(patches
+// W^T + b) for the m = n * ho * wo output pixels, in dtype.
+struct WgmmaConvParams {
+  const void* x = nullptr;  // [n, h, w, c] NHWC, 16-byte aligned.
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  int kernel = 3, stride = 2;
+  const void* weight = nullptr;  // [cout, kernel * kernel * c], rows contiguous.
+  const float* bias = nullptr;   // [cout] float32, or null.
+  int64_t cout = 0;
+  void* y = nullptr;  // [n * ho * wo, cout], row stride ldy.
+  int64_t ldy = 0;
+  DType dtype = DType::kBFloat16;  // of x, weight and y: bfloat16 or float16.
+  Activation activation = Activation::kRelu;
+};
+
+// Whether LaunchWgmmaConv can run these params on the current device: the
+// kernel available, a 16-bit dtype, c a multiple of 64, cout even, a
+// kernel of 1..128 taps a side within the image, stride 1..8, aligned
+// buffers, m below 2^31.
+bool WgmmaConvSupported(const WgmmaConvParams& p);
+
+// Enqueues the convolution on `stream` with at most `max_blocks` blocks.
+// False (nothing enqueued) when unsupported or the tensor maps cannot be
+// encoded.
+bool LaunchWgmmaConv(const WgmmaConvParams& p, int max_blocks, GpuStream stream);
+
 // Enqueues the product on `stream` with at most `max_blocks` blocks (the
 // device's multiprocessors). False (nothing enqueued) when unsupported or
 // the tensor maps cannot be encoded.

@@ -65,8 +65,9 @@ absl::StatusOr<DType> ParseComputeDType(const std::string& text) {
 absl::StatusOr<kernels::StemKernel> ParseStemKernel(const std::string& text) {
   if (text == "recompute") return kernels::StemKernel::kRecompute;
   if (text == "tensor-cores") return kernels::StemKernel::kTensorCores;
+  if (text == "implicit-gemm") return kernels::StemKernel::kImplicitGemm;
   return absl::InvalidArgumentError(
-      absl::StrCat("stem: '", text, "' is neither recompute nor tensor-cores"));
+      absl::StrCat("stem: '", text, "' is not one of recompute, tensor-cores, implicit-gemm"));
 }
 
 absl::StatusOr<Device> ResolveDevice(const std::string& text) {

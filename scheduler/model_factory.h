@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ModelOptions& options,
 // "float32", "bfloat16" or "float16"; INVALID_ARGUMENT naming the value otherwise.
 absl::StatusOr<DType> ParseComputeDType(const std::string& text);
 
-// "recompute" or "tensor-cores" (kernels::StemKernel); INVALID_ARGUMENT
+// "recompute", "tensor-cores" or "implicit-gemm" (kernels::StemKernel); INVALID_ARGUMENT
 // naming the value otherwise.
 absl::StatusOr<kernels::StemKernel> ParseStemKernel(const std::string& text);
 

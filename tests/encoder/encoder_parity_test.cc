@@ -188,6 +188,24 @@ TEST_P(GoldenParityTest, TensorCoreStemMatchesTheRecompute) {
                       });
 }
 
+// The stem as an implicit GEMM (kernels::StemKernel::kImplicitGemm: stage 1
+// written once, stage 2's patches gathered from it on the wgmma kernel)
+// against the tensor cores' patches and cuBLASLt: the same stage-1 values,
+// stage 2's sums in another order. (Elsewhere than Hopper, and for models
+// whose stem it does not take, both variants are the tensor cores' path.)
+// A patch gathered from the wrong pixel or tap moves log-probs by whole
+// units.
+TEST_P(GoldenParityTest, ImplicitGemmStemMatchesTheTensorCores) {
+  OASR_SKIP_WITHOUT_TEST_DEVICE();
+  ExpectVariantsAgree(FindCase(GetParam()), "implicit-gemm stem vs tensor cores", 0.1f,
+                      [](const ConformerModel* model, DType dtype, int variant) {
+                        return testing::MakeTestEncoder(model, 1, 16384, dtype,
+                                                        variant == 0
+                                                            ? kernels::StemKernel::kTensorCores
+                                                            : kernels::StemKernel::kImplicitGemm);
+                      });
+}
+
 // The feed-forward modules as one kernel each (kernels::FeedForwardOp)
 // against the separate ops: the same roundings, sums in another order.
 // (Models the fused kernel does not take, d_model other than 256, compare

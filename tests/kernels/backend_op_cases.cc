@@ -300,14 +300,17 @@ OpCase Conv2dCase(int64_t images, int64_t h, int64_t w, int cin, int cout, int k
 }
 
 // The first two stages fused on CUDA: stage 2 over stage 1's activation
-// computed inside the gather (FusedStemParams, either StemKernel), against
-// the two convolutions in float64.
+// computed inside the gather (FusedStemParams, any StemKernel; the
+// implicit GEMM writes stage 1 once and gathers stage 2's patches from it),
+// against the two convolutions in float64.
 OpCase FusedStemCase(int64_t images, int64_t h, int64_t w, int c1, int c2, int k2, int s2,
                      StemKernel kernel = StemKernel::kRecompute) {
   OpCase c;
   c.op = "conv2d_stem";
   c.name = absl::StrCat(images, "x", h, "x", w, " -> ", c1, " -> ", c2, " k", k2, " s", s2,
-                        kernel == StemKernel::kTensorCores ? ", tensor cores" : "");
+                        kernel == StemKernel::kTensorCores    ? ", tensor cores"
+                        : kernel == StemKernel::kImplicitGemm ? ", implicit gemm"
+                                                              : "");
   c.cuda_only = true;
   const int64_t h1 = Conv2dOp::OutSize(h, 3, 2), w1 = Conv2dOp::OutSize(w, 3, 2);
   const int64_t h2 = Conv2dOp::OutSize(h1, k2, s2), w2 = Conv2dOp::OutSize(w1, k2, s2);
@@ -1020,6 +1023,20 @@ std::vector<OpCase> AllCases() {
   cases.push_back(FusedStemCase(2, 101, 80, 128, 24, 5, 3, kTc));
   cases.push_back(FusedStemCase(3, 30, 20, 256, 16, 3, 2, kTc));
   cases.push_back(FusedStemCase(1, 101, 80, 32, 48, 5, 3, kTc));
+  // The implicit GEMM (stage 1 written once, stage 2's patches gathered by
+  // the copy engine's im2col mode; sm_90 only, else the tensor cores'
+  // path): the bundled stem's shape in two groups (152 images each), whole
+  // 256-column tiles with a partial last row tile, 64 and 512 stage-1
+  // channels, a 5 x 5 stride-3 second stage, a last group of stage-1 rows
+  // cut short, and a width it does not take.
+  constexpr StemKernel kImplicit = StemKernel::kImplicitGemm;
+  cases.push_back(FusedStemCase(160, 67, 80, 256, 16, 3, 2, kImplicit));
+  cases.push_back(FusedStemCase(3, 67, 80, 256, 256, 3, 2, kImplicit));
+  cases.push_back(FusedStemCase(2, 67, 80, 64, 64, 3, 2, kImplicit));
+  cases.push_back(FusedStemCase(3, 67, 80, 512, 32, 3, 2, kImplicit));
+  cases.push_back(FusedStemCase(2, 101, 80, 128, 24, 5, 3, kImplicit));
+  cases.push_back(FusedStemCase(3, 30, 20, 256, 16, 3, 2, kImplicit));
+  cases.push_back(FusedStemCase(1, 101, 80, 32, 48, 5, 3, kImplicit));
   // Stage-1 channels that are not a multiple of 8 take the scalar gather.
   cases.push_back(FusedStemCase(3, 40, 80, 12, 16, 3, 2));
   // Norms.

@@ -42,6 +42,7 @@ TEST(ComputeFlagsTest, SetComputeFlagsLeavesAnEmptyDTypeToTheDevice) {
 TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
   EXPECT_EQ(ParseStemKernel("recompute").value(), kernels::StemKernel::kRecompute);
   EXPECT_EQ(ParseStemKernel("tensor-cores").value(), kernels::StemKernel::kTensorCores);
+  EXPECT_EQ(ParseStemKernel("implicit-gemm").value(), kernels::StemKernel::kImplicitGemm);
   EXPECT_EQ(ParseStemKernel("tc").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kTensorCores);  // The measured default.
   ModelOptions options;
