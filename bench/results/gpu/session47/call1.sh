@@ -26,17 +26,20 @@ fixtures=$!
 step "kernel harness: the fused stem cases 40-47 (implicit GEMM 40-46)"
 timeout 100 $B/bin/kernels_backend_ops_gpu_test --gtest_color=no \
   --gtest_filter='*conv2d_stem_4?' > $O/harness_stem.log 2>&1
-echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|^\[       OK|error|bound|not" $O/harness_stem.log | head -30
+hrc=$?; echo "rc $hrc"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|^\[       OK|error|bound|not" $O/harness_stem.log | head -30
 wait $fixtures || echo "fixtures failed"
-step "encoder parity: implicit-gemm stem vs tensor cores, tensor cores vs recompute"
-timeout 80 $B/bin/encoder_parity_gpu_test --gtest_color=no \
+# A hang (the copies never complete a stage) ends the implicit rows here.
+hung=0; [ $hrc -eq 124 ] && { hung=1; echo "implicit GEMM hung: its other rows skipped"; }
+[ $hung -eq 0 ] && step "encoder parity: implicit-gemm stem vs tensor cores, tensor cores vs recompute"
+[ $hung -eq 0 ] && timeout 80 $B/bin/encoder_parity_gpu_test --gtest_color=no \
   --gtest_filter='*ImplicitGemm*:*TensorCoreStem*' > $O/parity.log 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|max diff|diff" $O/parity.log | head -20
-step "oasr-bench-stem"
-timeout 60 $B/bin/oasr-bench-stem --batches 512,2048,8192 --reps 20 > $O/stem.txt 2>&1
+[ $hung -eq 0 ] && step "oasr-bench-stem"
+[ $hung -eq 0 ] && timeout 60 $B/bin/oasr-bench-stem --batches 512,2048,8192 --reps 20 > $O/stem.txt 2>&1
 echo "rc $?"; cat $O/stem.txt
 for st in tensor-cores implicit-gemm tensor-cores implicit-gemm; do
   r=$(left); [ $r -lt 45 ] && { echo "no time for step $st"; continue; }
+  [ $hung -eq 1 ] && [ $st = implicit-gemm ] && continue
   step "oasr-bench-step, stem $st"
   timeout 45 $B/bin/oasr-bench-step --model-dir $M --device cuda --dtype bfloat16 \
     --batches 2048,8192 --modes graph --reps 10 --stem $st >> $O/step_$st.txt 2>&1
