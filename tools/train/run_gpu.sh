@@ -45,9 +45,13 @@
 # Continuing the bundled model (INIT) on the GPU machine: the model directory
 # and the synthesizers' .debs do not fit in one call's carry together, so the
 # first call synthesizes only (STOP_AFTER=synth, .devdebs carried, the model
-# directory moved out of the working tree) and the next calls train with the
-# model directory back in the tree and nothing carried (WORK and the unpacked
-# synthesizers stay on the warm machine).
+# directory moved out of the working tree) and the next calls train (WORK and
+# the unpacked synthesizers stay on the warm machine). Keep the model
+# directory out of the tree for every call and carry a copy of it as
+# .devmodel/ (git-ignored) with INIT=.devmodel/en-conformer-ctc from the
+# second call on: then no call needs a change to the tree before it, and
+# each can follow the last at once (the machine goes back 30 s after a call
+# ends, taking WORK with it).
 #
 # Results in OUT (every file <= 16 MiB, at most 8 files): run.log,
 # model.safetensors.partNN (or model.safetensors), model_meta.tar (config.json,
