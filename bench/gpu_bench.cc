@@ -451,7 +451,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
   app.add_flag("--dense-decode", dense, "Copy whole log-probs to the decoder");
-  std::string stem = "tensor-cores";
+  std::string stem = "implicit-gemm";
   app.add_option("--stem", stem,
                  "CUDA: how the subsampling stem computes, recompute, tensor-cores or "
                  "implicit-gemm")

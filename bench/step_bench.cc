@@ -155,7 +155,7 @@ absl::StatusOr<Row> TimeStep(ConformerStreamingModel& model, int batch, int hist
 int Main(int argc, char** argv) {
   CLI::App app{"oasr-bench-step: one batched chunk step of the streaming encoder for B streams"};
   std::string model_dir = OASR_BUNDLED_MODEL, device = "auto", dtype, batches, modes,
-              stem = "tensor-cores", ffn = "unfused";
+              stem = "implicit-gemm", ffn = "unfused";
   int history = 64, reps = 20, threads = 1;
   double peak = 790.0;
   app.add_option("--model-dir", model_dir, "Model directory")->capture_default_str();

@@ -36,11 +36,15 @@ struct EncoderOptions {
   // on demand (d * layers * 4 bytes each); on CUDA the table is computed at
   // load. 16384 positions are about 11 minutes of audio at 40 ms frames.
   int64_t max_table_positions = 16384;
-  // CUDA: how the fused subsampling stem computes its first stage
-  // (kernels::StemKernel). kTensorCores (stage 1 on the tensor cores) makes
-  // the chunk step ~5 % faster on an H200; kRecompute recomputes it in
-  // float32 FMAs inside the gather. Both pass the kernel harness and parity.
-  kernels::StemKernel stem = kernels::StemKernel::kTensorCores;
+  // CUDA: how the fused subsampling stem computes (kernels::StemKernel).
+  // kImplicitGemm (stage 1 on the tensor cores written once, stage 2 an
+  // implicit GEMM on the Hopper kernel; elsewhere kTensorCores) makes the
+  // chunk step 9-10 % shorter than kTensorCores at B = 2,048-8,192 on an
+  // H100 (session 47); kTensorCores (stage 1 on the tensor cores inside
+  // stage 2's patch gather, then cuBLASLt) was ~5 % faster than kRecompute
+  // (stage 1 in float32 FMAs inside the gather) on an H200. All three pass
+  // the kernel harness and encoder parity.
+  kernels::StemKernel stem = kernels::StemKernel::kImplicitGemm;
   // CUDA, 16-bit, d_model 256: each feed-forward module -- its norm, both
   // products, swish, the residual add and, after the second, the layer's
   // final norm -- as one kernel (kernels::FeedForwardOp), the hidden

@@ -33,7 +33,7 @@ struct ModelOptions {
   int64_t max_table_positions = 0;
   // CUDA: how the subsampling stem computes its first stage
   // (encoder::EncoderOptions::stem).
-  kernels::StemKernel stem = kernels::StemKernel::kTensorCores;
+  kernels::StemKernel stem = kernels::StemKernel::kImplicitGemm;
   // CUDA: the feed-forward modules as one kernel each
   // (encoder::EncoderOptions::fused_feed_forward).
   bool fused_feed_forward = false;
@@ -99,7 +99,7 @@ absl::StatusOr<Device> ResolveDevice(const std::string& text);
 // default then), ParseStemKernel and kernels::ParseGemmKernel
 // (INVALID_ARGUMENT naming a value it does not know).
 absl::Status SetComputeFlags(const std::string& device, const std::string& dtype,
-                             ModelOptions* options, const std::string& stem = "tensor-cores",
+                             ModelOptions* options, const std::string& stem = "implicit-gemm",
                              const std::string& gemm = "auto",
                              const std::string& kv_dtype = "auto");
 // The --kv-dtype flag: "auto" (the compute dtype) -> false, "float8_e4m3"

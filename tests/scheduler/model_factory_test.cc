@@ -44,7 +44,7 @@ TEST(ComputeFlagsTest, ParseStemKernelNamesBothKernelsAndRefusesOthers) {
   EXPECT_EQ(ParseStemKernel("tensor-cores").value(), kernels::StemKernel::kTensorCores);
   EXPECT_EQ(ParseStemKernel("implicit-gemm").value(), kernels::StemKernel::kImplicitGemm);
   EXPECT_EQ(ParseStemKernel("tc").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kTensorCores);  // The measured default.
+  EXPECT_EQ(ModelOptions{}.stem, kernels::StemKernel::kImplicitGemm);  // The measured default.
   ModelOptions options;
   ASSERT_TRUE(SetComputeFlags("cpu", "", &options, "recompute").ok());
   EXPECT_EQ(options.stem, kernels::StemKernel::kRecompute);
