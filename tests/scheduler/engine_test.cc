@@ -53,6 +53,8 @@ struct TestEngine {
   const ConformerStreamingModel* model = nullptr;  // Owned by the engine.
 };
 
+// The engine on the test model, or (with a test failure saying why) a
+// null engine, which callers assert against.
 TestEngine MakeEngine(EngineConfig config, int cpu_threads = 1) {
   config.cuda_graphs = kGraphs;
   ModelOptions options;
@@ -288,6 +290,7 @@ TEST_P(EngineFrontEndTest, ManyStreamsEachGetWhatTheyGetAlone) {
   config.max_waiting = 400;
   config.max_wait_ms = 5;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
 
   struct Sim {
@@ -407,6 +410,7 @@ TEST(EngineTest, WideCohortsReadTheirResultsOnEveryHostThread) {
   // chunks alternate between two cohorts of half the width.
   config.overlap_ticks = false;
   TestEngine setup = MakeEngine(config, /*cpu_threads=*/3);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(21);
   std::vector<std::vector<int16_t>> audio;
@@ -427,6 +431,7 @@ TEST_P(EngineFrontEndTest, CohortsAreCappedAtMaxCohortRowsAndTheRestRunNext) {
   config.max_cohort_rows = 8;
   config.max_wait_ms = 1000;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(77);
   std::vector<std::vector<int16_t>> audio;
@@ -456,6 +461,7 @@ TEST(EngineTest, LoadedCohortsFillACapturedWidthAndTheRestRunNext) {
   config.max_wait_ms = 1000;
   config.fill_widths_from = 4;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(91);
   std::vector<std::vector<int16_t>> audio;
@@ -478,6 +484,7 @@ TEST(EngineTest, LengthFinishesAtTheCeilingWithTheTranscriptSoFar) {
   config.max_blocks_per_seq = 3;  // 3 chunks of history, unlimited left context.
   config.num_left_chunks = -1;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   const cache::CacheConfig& cc = engine.cache_config();
   const int64_t ceiling_frames = cc.max_stream_frames();
@@ -514,6 +521,7 @@ TEST(EngineTest, WaitingStreamsAreAdmittedInOrder) {
   config.max_batch_size = 1;
   config.max_wait_ms = 0;  // Everyone is past the window: strict arrival order.
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(3);
   std::vector<std::unique_ptr<EngineStream>> streams;
@@ -553,6 +561,7 @@ TEST(EngineTest, WaitingStreamsThatCanRunAreAdmittedFirstAndLeaveTheQueueAnywher
   config.max_batch_size = 1;
   config.max_wait_ms = 600000;  // Nobody is late: the order below is the rule's.
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(43);
   auto a = *engine.OpenStream({});
@@ -622,6 +631,7 @@ TEST(EngineTest, FloodBeyondTheLimitsIsRefusedAndAdmittedStreamsAreUnaffected) {
   config.max_batch_size = 2;
   config.max_waiting = 3;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(11);
   std::vector<std::unique_ptr<EngineStream>> streams;
@@ -658,6 +668,7 @@ TEST_P(EngineFrontEndTest, CancelMidStreamFreesEverything) {
   EngineConfig config = Config();
   config.max_batch_size = 4;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   Engine& engine = *setup.engine;
   std::mt19937 rng(5);
   for (int i = 0; i < 20; ++i) {
@@ -680,6 +691,7 @@ TEST_P(EngineFrontEndTest, ManySmallPiecesStayInOrder) {
   EngineConfig config = Config();
   config.max_batch_size = 4;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   std::mt19937 rng(31);
   const int rates[] = {16000, 8000, 44100, 16000};
   std::vector<std::unique_ptr<EngineStream>> streams;
@@ -725,6 +737,7 @@ TEST_P(EngineFrontEndTest, CancelWhileFrontEndWorkIsInFlight) {
   std::mt19937 rng(37);
   {
     TestEngine setup = MakeEngine(config);
+    ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
     Engine& engine = *setup.engine;
     const std::vector<int16_t> survivor_audio = MakeAudio(rng, 1.5, 16000);
     auto survivor = *engine.OpenStream({});
@@ -760,6 +773,7 @@ TEST_P(EngineFrontEndTest, CancelWhileFrontEndWorkIsInFlight) {
   {
     // The engine goes away while streams' front-end work is queued.
     TestEngine setup = MakeEngine(config);
+    ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
     std::vector<std::unique_ptr<EngineStream>> streams;
     for (int i = 0; i < 8; ++i) {
       streams.push_back(*setup.engine->OpenStream({}));
@@ -776,6 +790,7 @@ TEST(EngineTest, AudioFasterThanDecodedIsBoundedWithAClearError) {
   EngineConfig config;
   config.max_buffered_audio_s = 0.5;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   std::mt19937 rng(9);
   auto s = *setup.engine->OpenStream({});
   absl::Status pushed = s->PushAudio(MakeAudio(rng, 1.0, 16000));
@@ -791,6 +806,7 @@ TEST(EngineTest, SingleUtteranceEndsAtTheFirstEndpoint) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   EngineConfig config;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   std::mt19937 rng(13);
   StreamRequest request;
   request.decode.single_utterance = true;
@@ -811,6 +827,7 @@ TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
   config.max_batch_size = 4;
   config.max_waiting = 100;
   TestEngine setup = MakeEngine(config);
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   std::mt19937 rng(17);
   std::vector<std::unique_ptr<EngineStream>> streams;
   for (int i = 0; i < 50; ++i) {
@@ -838,6 +855,7 @@ TEST(EngineTest, StopEndsEveryStreamIncludingOnesJustOpened) {
 TEST(EngineTest, BadRequestsNameTheField) {
   OASR_SKIP_WITHOUT_TEST_DEVICE();
   TestEngine setup = MakeEngine({});
+  ASSERT_NE(setup.engine, nullptr);  // MakeEngine said why.
   StreamRequest request;
   request.sample_rate = 96000;
   auto s = setup.engine->OpenStream(request);
