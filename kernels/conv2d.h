@@ -3,7 +3,10 @@
 // ReLU, on channel-last (NHWC) activations so that every patch of the next
 // stage is contiguous. Computed as im2col + GEMM: on the CPU one image at a
 // time into OpenBLAS; on CUDA a group of images per launch pair (the patch
-// matrix in the arena, then cuBLASLt with bias and ReLU in its epilogue).
+// matrix in the arena, then cuBLASLt with bias and ReLU in its epilogue), or,
+// for the fused stem on Hopper (StemKernel::kImplicitGemm), stage 1's
+// activation in the arena and stage 2 as an implicit GEMM that gathers its
+// patches from it.
 #pragma once
 
 #include <cstdint>
