@@ -112,6 +112,12 @@ absl::Status Conv2dOp::FuseFirstStage(const float* weight, const float* bias,
   FusedFirst f;
   f.options = first;
   f.kernel = kernel;
+#if OASR_WITH_CUDA
+  const int c1 = first.out_channels;
+  f.implicit = kernel == StemKernel::kImplicitGemm && options_.dtype != DType::kFloat32 &&
+               options_.out_channels % 2 == 0 && (c1 == 64 || c1 == 128 || c1 == 256 || c1 == 512) &&
+               ld_ == patch() && options_.stride <= 8 && WgmmaGemmAvailable();
+#endif
   OASR_ASSIGN_OR_RETURN(f.weight, Tensor::Empty({n}, DType::kFloat32, ctx.device()));
   OASR_ASSIGN_OR_RETURN(f.bias, Tensor::Empty({first.out_channels}, DType::kFloat32, ctx.device()));
   OASR_RETURN_IF_ERROR(
@@ -124,42 +130,19 @@ absl::Status Conv2dOp::FuseFirstStage(const float* weight, const float* bias,
   return absl::OkStatus();
 }
 
-bool Conv2dOp::implicit_gemm_stem(const ExecutionContext& ctx) const {
-#if OASR_WITH_CUDA
-  if (!fused_ || fused_->kernel != StemKernel::kImplicitGemm || !ctx.is_cuda()) return false;
-  const int c1 = fused_->options.out_channels;
-  return options_.dtype != DType::kFloat32 && options_.out_channels % 2 == 0 &&
-         (c1 == 64 || c1 == 128 || c1 == 256 || c1 == 512) && ld_ == patch() &&
-         options_.stride <= 8 && WgmmaGemmAvailable();
-#else
-  (void)ctx;
-  return false;
-#endif
-}
-
-int64_t Conv2dOp::GroupSize(const ExecutionContext& ctx, int64_t n, int64_t h, int64_t w) const {
-  h = StageIn(h);
-  w = StageIn(w);
-  const int64_t rows = OutSize(h) * OutSize(w);
-  // The implicit-GEMM stem's scratch is stage 1's activation, not patches.
-  const int64_t per_row = implicit_gemm_stem(ctx) ? options_.in_channels : ld_;
-  const size_t per_image = static_cast<size_t>((implicit_gemm_stem(ctx) ? h * w : rows) * per_row) *
-                           DTypeSize(options_.dtype);
+int64_t Conv2dOp::GroupSize(int64_t n, int64_t h, int64_t w) const {
+  const size_t per_image =
+      static_cast<size_t>(ScratchPerImage(StageIn(h), StageIn(w))) * DTypeSize(options_.dtype);
   return std::clamp<int64_t>(static_cast<int64_t>(kCudaGroupBytes / std::max<size_t>(per_image, 1)),
                              1, std::max<int64_t>(n, 1));
 }
 
 size_t Conv2dOp::WorkspaceBytes(const ExecutionContext& ctx, int64_t n, int64_t h,
                                 int64_t w) const {
-  const int64_t images = ctx.is_cuda() ? GroupSize(ctx, n, h, w) : 1;
-  if (implicit_gemm_stem(ctx)) {
-    const int64_t h1 = StageIn(h), w1 = StageIn(w);
-    return static_cast<size_t>(images * h1 * w1 * options_.in_channels) *
-               DTypeSize(options_.dtype) +
-           Arena::kAlignment;
-  }
-  const int64_t rows = OutSize(StageIn(h)) * OutSize(StageIn(w));
-  return static_cast<size_t>(images * rows * ld_) * DTypeSize(options_.dtype) + Arena::kAlignment;
+  const int64_t images = ctx.is_cuda() ? GroupSize(n, h, w) : 1;
+  return static_cast<size_t>(images * ScratchPerImage(StageIn(h), StageIn(w))) *
+             DTypeSize(options_.dtype) +
+         Arena::kAlignment;
 }
 
 absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const {
@@ -187,12 +170,10 @@ absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const 
   const size_t out_image = static_cast<size_t>(rows * cout) * DTypeSize(options_.dtype);
   Arena& arena = ctx.workspace();
   const size_t mark = arena.mark();
-  const int64_t group = ctx.is_cuda() ? GroupSize(ctx, args.n, args.h, args.w) : 1;
-  const bool implicit = implicit_gemm_stem(ctx);
+  const int64_t group = ctx.is_cuda() ? GroupSize(args.n, args.h, args.w) : 1;
   // The patches, or the implicit-GEMM stem's stage-1 activation.
-  const size_t scratch = static_cast<size_t>(group * (implicit ? h_in * w_in * options_.in_channels
-                                                               : rows * ld_)) *
-                         DTypeSize(options_.dtype);
+  const size_t scratch =
+      static_cast<size_t>(group * ScratchPerImage(h_in, w_in)) * DTypeSize(options_.dtype);
   void* patches = arena.Allocate(scratch);
   if (patches == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("Conv2dOp: the workspace has ",
@@ -219,7 +200,7 @@ absl::Status Conv2dOp::Run(ExecutionContext& ctx, const Conv2dArgs& args) const 
       f.patch_dtype = options_.dtype;
       f.ld = ld_;
       f.kernel = fused_->kernel;
-      if (implicit) {
+      if (fused_->implicit) {
         // Stage 1's activation, then stage 2 gathering its patches from it.
         f.ld = f.c1;
         LaunchStemStage1(f, ctx.stream());

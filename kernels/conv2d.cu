@@ -473,8 +473,6 @@ void LaunchFusedStem(const FusedStemParams& p, GpuStream stream) {
   OASR_CUDA_LAUNCH_CHECK();
 }
 
-bool StemStage1Fits(const FusedStemParams& p) { return StemMmaFits(p); }
-
 void LaunchStemStage1(const FusedStemParams& p, GpuStream stream) {
   if (p.n == 0 || Conv2dOp::OutSize(p.h, 3, p.s1) == 0) return;
   if (p.patch_dtype == DType::kBFloat16) {

@@ -124,9 +124,10 @@ class Conv2dOp {
   absl::Status FuseFirstStage(const float* weight, const float* bias, const Conv2dOptions& first,
                               ExecutionContext& ctx, StemKernel kernel = StemKernel::kRecompute);
   bool fused_first_stage() const { return fused_.has_value(); }
-  // Whether Run takes StemKernel::kImplicitGemm's path on ctx: asked for,
-  // and the device, dtype and channels allow it (else kTensorCores').
-  bool implicit_gemm_stem(const ExecutionContext& ctx) const;
+  // Whether Run takes StemKernel::kImplicitGemm's path: asked for, and the
+  // device, dtype and channels allow it (else kTensorCores'); settled by
+  // FuseFirstStage.
+  bool implicit_gemm_stem() const { return fused_ && fused_->implicit; }
 
  private:
   struct FusedFirst {
@@ -134,15 +135,21 @@ class Conv2dOp {
     Tensor bias;    // [c1]
     Conv2dOptions options;
     StemKernel kernel = StemKernel::kRecompute;
+    bool implicit = false;  // kImplicitGemm, and the op can take it.
   };
   // The input dims of this stage for Run's dims (the first stage's output
   // when fused).
   int64_t StageIn(int64_t dim) const {
     return fused_ ? OutSize(dim, fused_->options.kernel, fused_->options.stride) : dim;
   }
-  // Images per im2col + GEMM pair on CUDA (per stage 1 + implicit GEMM pair
-  // on the implicit-GEMM stem).
-  int64_t GroupSize(const ExecutionContext& ctx, int64_t n, int64_t h, int64_t w) const;
+  // Scratch elements an image needs for this stage's input dims (after
+  // StageIn): its patches, or the implicit-GEMM stem's stage-1 activation.
+  int64_t ScratchPerImage(int64_t h_in, int64_t w_in) const {
+    return implicit_gemm_stem() ? h_in * w_in * options_.in_channels
+                                : OutSize(h_in) * OutSize(w_in) * ld_;
+  }
+  // Images per scratch + GEMM pair on CUDA (Run's dims).
+  int64_t GroupSize(int64_t n, int64_t h, int64_t w) const;
   int64_t patch() const {
     return int64_t{options_.kernel} * options_.kernel * options_.in_channels;
   }
@@ -163,9 +170,8 @@ void LaunchIm2Col(const Im2ColParams& p, GpuStream stream);
 void LaunchFusedStem(const FusedStemParams& p, GpuStream stream);
 // Stage 1 alone on the tensor cores (kTensorCores' arithmetic, so the same
 // values), into p.patches as the activation [n, h1, w1, c1] in patch_dtype
-// (p.ld and k2/s2 only shape the blocks' work). StemStage1Fits: the shapes
-// and dtype it takes.
-bool StemStage1Fits(const FusedStemParams& p);
+// (p.ld and k2/s2 only shape the blocks' work); the shapes and dtypes of
+// StemKernel::kTensorCores.
 void LaunchStemStage1(const FusedStemParams& p, GpuStream stream);
 #endif
 

@@ -775,18 +775,28 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif  // OASR_WGMMA_DEVICE
 }
 
+// The driver's entry point `name` (CUDA 12.0's signature Fn), looked up
+// through the runtime; null when the driver lacks it.
+template <typename Fn>
+Fn DriverEntry(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(p);
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
+  static const auto fn = DriverEntry<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
+  return fn;
+}
+
+PFN_cuTensorMapEncodeIm2col_v12000 EncodeIm2colFn() {
+  static const auto fn =
+      DriverEntry<PFN_cuTensorMapEncodeIm2col_v12000>("cuTensorMapEncodeIm2col");
   return fn;
 }
 
@@ -807,21 +817,6 @@ bool EncodeMap(CUtensorMap* map, DType dtype, const void* base, int64_t rows, in
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
-}
-
-PFN_cuTensorMapEncodeIm2col_v12000 EncodeIm2colFn() {
-  static PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<PFN_cuTensorMapEncodeIm2col_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(p);
-  }();
-  return fn;
 }
 
 // The NHWC activation of a convolution as an im2col tensor map: columns of
